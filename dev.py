@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Set up a local environment on first use, then run opzoo or its tests in it.
+
+    python3 dev.py train [ARGS]   the main job: opzoo train --activation myrelu (ARGS replace that)
+    python3 dev.py test [ARGS]    the whole test suite (ARGS go to pytest)
+    python3 dev.py opzoo ARGS     any opzoo command
+
+Set-up needs only python3 and pip: a virtual environment in .venv with the CPU build of torch, opzoo
+installed editable with its test extras, and the example plugins under plugins/. It runs again only
+when a pyproject.toml or this file changes. OPZOO_TORCH overrides the torch requirement (e.g. a CUDA
+build on a GPU machine).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+STAMP = VENV / ".opzoo-setup"
+# The CPU wheel: an unpinned torch would pull a CUDA build of several GB.
+TORCH = os.environ.get("OPZOO_TORCH", "torch==2.13.0")
+
+
+def _plugins() -> list[Path]:
+    return sorted(p for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file()
+                  and not (p / ".test-only").exists())
+
+
+def _fingerprint() -> str:
+    h = hashlib.sha256(TORCH.encode())
+    for f in [ROOT / "dev.py", ROOT / "pyproject.toml", *(p / "pyproject.toml" for p in _plugins())]:
+        h.update(str(f.relative_to(ROOT)).encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+def _pip(*args: str) -> None:
+    cmd = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args]
+    subprocess.run(cmd, check=True)
+
+
+def setup() -> None:
+    """Create .venv and install everything into it, unless it is already up to date."""
+    fingerprint = _fingerprint()
+    if STAMP.is_file() and STAMP.read_text() == fingerprint and PYTHON.exists():
+        return
+    if not PYTHON.exists():
+        print("dev.py: creating .venv", file=sys.stderr)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    print(f"dev.py: installing {TORCH}, opzoo and the example plugins into .venv", file=sys.stderr)
+    _pip(TORCH, "setuptools>=68", "wheel")
+    # No build isolation: the plugins build with the setuptools just installed, offline and fast.
+    editable = ["-e", f"{ROOT}[test]"]
+    for plugin in _plugins():
+        editable += ["-e", str(plugin)]
+    _pip("--no-build-isolation", *editable)
+    STAMP.write_text(fingerprint)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("train", "test", "opzoo", "setup"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    command, rest = argv[0], argv[1:]
+    try:
+        setup()
+    except subprocess.CalledProcessError as exc:
+        print(f"dev.py: error: set-up failed ({exc}); fix it and run again", file=sys.stderr)
+        return 1
+    if command == "setup":
+        return 0
+    if command == "test":
+        cmd = [str(PYTHON), "-m", "pytest", *rest]
+    elif command == "train":
+        cmd = [str(PYTHON), "-m", "opzoo", "train", *(rest or ["--activation", "myrelu"])]
+    else:
+        cmd = [str(PYTHON), "-m", "opzoo", *rest]
+    return subprocess.call(cmd, cwd=ROOT)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

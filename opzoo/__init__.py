@@ -1,0 +1,102 @@
+"""opzoo: a registry of custom PyTorch autograd operators, extensible by plugin packages.
+
+Importing opzoo is cheap: torch is imported only when an op is first resolved or trained.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from opzoo._contract import Contract, Param
+from opzoo._loading import load
+from opzoo._registry import Failure, OpSpec, Registry, Source
+from opzoo.exceptions import (
+    CheckpointError,
+    ConfigError,
+    ContractError,
+    DivergedError,
+    DuplicateOpError,
+    OpNotFoundError,
+    OpZooError,
+    ParamError,
+    PluginError,
+)
+from opzoo.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from opzoo._trainer import TrainConfig, TrainResult, train
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "Contract",
+    "ContractError",
+    "DivergedError",
+    "DuplicateOpError",
+    "Failure",
+    "OpNotFoundError",
+    "OpSpec",
+    "OpZooError",
+    "Param",
+    "ParamError",
+    "PluginError",
+    "Registry",
+    "Source",
+    "TrainConfig",
+    "TrainResult",
+    "failures",
+    "get",
+    "hookimpl",
+    "info",
+    "load",
+    "names",
+    "register",
+    "registry",
+    "train",
+]
+
+_registry: Registry | None = None
+
+
+def registry(*, reload: bool = False) -> Registry:
+    """Return the process-wide registry, loading installed plugins on first use."""
+    global _registry
+    if _registry is None or reload:
+        _registry = load()
+    return _registry
+
+
+def get(name: str) -> type:
+    """Return the op class registered as ``name`` (case-insensitive; ``dist:name`` to qualify)."""
+    return registry().get(name)
+
+
+def info(name: str) -> OpSpec:
+    """Return the spec of op ``name``: contract, source distribution and version, module."""
+    return registry().info(name)
+
+
+def names() -> list[str]:
+    """Return the names of all registered ops, importing no plugin module."""
+    return registry().names()
+
+
+def failures() -> list[Failure]:
+    """Return the plugin failures recorded so far."""
+    return registry().failures()
+
+
+def register(target: type | None = None, *, name: str | None = None) -> Any:
+    """Register an op in-process (a function, or a decorator with or without ``name=``)."""
+    return registry().register(target, name=name)
+
+
+def __getattr__(attr: str) -> Any:
+    # The trainer imports torch; load it only when asked for.
+    if attr in ("train", "TrainConfig", "TrainResult"):
+        import importlib
+
+        return getattr(importlib.import_module("opzoo._trainer"), attr)
+    raise AttributeError(f"module 'opzoo' has no attribute {attr!r}")

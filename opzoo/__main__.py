@@ -1,0 +1,5 @@
+import sys
+
+from opzoo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,160 @@
+"""The one place that loads plugins: entry points and pluggy hooks -> a validated Registry.
+
+Every failure of a plugin (an import that raises, a hook that raises, a name offered twice, an
+invalid contract) is recorded on the registry with its distribution, entry point and reason. Only
+strict mode turns a failure into an error.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Iterable, Mapping
+
+import pluggy
+
+from opzoo import hookspecs
+from opzoo._registry import Failure, Registry, Source, _one_line, canonical_dist, import_path
+from opzoo.exceptions import PluginError
+
+OPS_GROUP = "opzoo.ops"
+HOOKS_GROUP = "opzoo"
+BUILTIN_DIST = "opzoo"
+
+ENV_DISABLE_AUTOLOAD = "OPZOO_DISABLE_PLUGIN_AUTOLOAD"
+ENV_BLOCK = "OPZOO_BLOCK"
+ENV_STRICT = "OPZOO_STRICT"
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One entry point as found in installed metadata (or made up by a test)."""
+
+    group: str
+    name: str
+    value: str
+    dist: str | None = None
+    version: str | None = None
+
+    def source(self, via: str) -> Source:
+        return Source(self.dist, self.version, f"{self.group}: {self.name} = {self.value}", via)
+
+
+def installed() -> list[Declared]:
+    """Return opzoo's entry points from installed distributions, without importing any of them."""
+    found: dict[tuple[str, str, str | None], Declared] = {}
+    for group in (OPS_GROUP, HOOKS_GROUP):
+        for ep in metadata.entry_points(group=group):
+            dist = getattr(ep, "dist", None)
+            d = Declared(group, ep.name, ep.value, dist and dist.name, dist and dist.version)
+            # A distribution visible twice on sys.path (e.g. editable and site) is one source.
+            found.setdefault((group, ep.name, d.dist and canonical_dist(d.dist)), d)
+    return list(found.values())
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _block_key(text: str) -> str:
+    dist, sep, name = text.strip().rpartition(":")
+    return f"{canonical_dist(dist)}:{name.lower()}" if sep else canonical_dist(name)
+
+
+def _is_blocked(d: Declared, blocked: set[str]) -> bool:
+    dist = canonical_dist(d.dist or "")
+    return bool(blocked & {canonical_dist(d.name), dist, f"{dist}:{d.name.lower()}"})
+
+
+def load(
+    declared: Iterable[Declared] | None = None,
+    *,
+    autoload: bool | None = None,
+    block: Iterable[str] = (),
+    strict: bool | None = None,
+) -> Registry:
+    """Build a registry from entry points (installed ones unless ``declared`` is given).
+
+    autoload: load third-party plugins; default: unless ``$OPZOO_DISABLE_PLUGIN_AUTOLOAD`` is set.
+              opzoo's own ops always load: they are declared like a plugin's, but are the core.
+    block:    distribution names, entry-point names or ``dist:entry`` to skip, added to the
+              comma-separated ``$OPZOO_BLOCK``.
+    strict:   raise :class:`PluginError` on the first failure (default: ``$OPZOO_STRICT``), after
+              resolving every op, so that a broken import cannot hide.
+    """
+    if autoload is None:
+        autoload = not _env_flag(ENV_DISABLE_AUTOLOAD)
+    if strict is None:
+        strict = _env_flag(ENV_STRICT)
+    names = [*os.environ.get(ENV_BLOCK, "").split(","), *block]
+    blocked = {_block_key(b) for b in names if b.strip()}
+
+    registry = Registry()
+    pm = pluggy.PluginManager("opzoo")
+    pm.add_hookspecs(hookspecs)
+    registry.hook = pm.hook
+
+    sources: dict[str, Source] = {}  # pluggy plugin name -> where that plugin came from
+    entries = installed() if declared is None else list(declared)
+    for d in entries:
+        is_builtin = d.dist is not None and canonical_dist(d.dist) == BUILTIN_DIST
+        if (not autoload and not is_builtin) or _is_blocked(d, blocked):
+            continue
+        if d.group == OPS_GROUP:
+            registry.offer(d.name, d.value, d.source("entry point"))
+        elif d.group == HOOKS_GROUP:
+            _register_hook_plugin(pm, registry, d, sources)
+
+    _collect_hook_ops(pm, registry, sources)
+    if strict:
+        registry.load_all()
+        failures = registry.failures()
+        if failures:
+            raise PluginError(failures[0])
+    return registry
+
+
+def _register_hook_plugin(
+    pm: pluggy.PluginManager, registry: Registry, d: Declared, sources: dict[str, Source]
+) -> None:
+    source = d.source("hook")
+    name = f"{d.dist or 'local'}:{d.name}"
+    try:
+        plugin = import_path(d.value)
+        pm.register(plugin, name=name)
+    except Exception as exc:  # a plugin's import may raise anything; isolate it
+        registry.record(Failure(source, _one_line(exc)))
+        return
+    # pluggy defers unknown hook names to check_pending(), which fails for all plugins at once.
+    unknown = [
+        impl.function.__name__
+        for caller in pm.get_hookcallers(plugin) or []
+        if caller.spec is None
+        for impl in caller.get_hookimpls()
+        if impl.plugin is plugin and not impl.optionalhook
+    ]
+    if unknown:
+        pm.unregister(plugin)
+        registry.record(Failure(source, f"implements unknown hook {unknown[0]!r}"))
+        return
+    sources[name] = source
+
+
+def _collect_hook_ops(
+    pm: pluggy.PluginManager, registry: Registry, sources: dict[str, Source]
+) -> None:
+    """Call each plugin's ``opzoo_ops`` on its own, so that one that raises harms no other."""
+    for impl in pm.hook.opzoo_ops.get_hookimpls():
+        source = sources.get(impl.plugin_name, Source(entry_point=impl.plugin_name, via="hook"))
+        try:
+            offered = impl.function()
+            if offered is None:
+                continue
+            if not isinstance(offered, Mapping):
+                raise TypeError(f"opzoo_ops must return a mapping, got {type(offered).__name__}")
+        except Exception as exc:
+            registry.record(Failure(source, f"hook opzoo_ops raised {_one_line(exc)}"))
+            continue
+        for name, ref in offered.items():
+            registry.offer(str(name), ref, source)

@@ -1,0 +1,368 @@
+"""OpSpec (a resolved op and its contract) and the Registry that maps names to ops.
+
+The registry holds *offers*: a name, where it came from, and either the op itself or an import path.
+Import paths are resolved, validated and cached on first use, so listing names imports no plugin.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from opzoo._contract import Contract, contract_of, summary_of, validate
+from opzoo.exceptions import (
+    ContractError,
+    DuplicateOpError,
+    OpNotFoundError,
+    OpZooError,
+    PluginError,
+)
+
+_NAME = re.compile(r"^[a-z_][a-z0-9_.\-]*$")
+LOCAL = "local"  # the qualifier of ops registered in-process
+
+
+def canonical_dist(name: str) -> str:
+    """Return a distribution name normalised as packaging does (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an op offer came from."""
+
+    dist: str | None = None  # distribution name; None for in-process registration
+    version: str | None = None
+    entry_point: str | None = None  # e.g. "opzoo.ops: myrelu = opzoo.ops.relu:MyReLU"
+    via: str = "register"  # "entry point", "hook" or "register"
+
+    @property
+    def qualifier(self) -> str:
+        """The prefix that reaches this source's ops in a qualified lookup (``dist:name``)."""
+        return canonical_dist(self.dist) if self.dist else LOCAL
+
+    def __str__(self) -> str:
+        if not self.dist:
+            return "in-process"
+        return f"{self.dist} {self.version}" if self.version else self.dist
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One plugin or op that failed to load; recorded, never fatal unless strict."""
+
+    source: Source
+    reason: str
+    name: str | None = None  # the op's name, where one is known
+
+    def __str__(self) -> str:
+        where = f" ({self.source.entry_point})" if self.source.entry_point else ""
+        what = f"op {self.name!r} from " if self.name else ""
+        return f"{what}{self.source}{where}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """A resolved op: the class, its kind, its validated contract and its source."""
+
+    name: str
+    target: type
+    kind: str  # "function" (an autograd.Function) or "module" (an nn.Module, maybe learnable)
+    contract: Contract
+    source: Source
+    summary: str = ""
+
+    @property
+    def module(self) -> str:
+        return f"{self.target.__module__}:{self.target.__qualname__}"
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        return self.contract.params
+
+    def apply(self, x: Any, **params: Any) -> Any:
+        """Apply the op to ``x`` with validated parameters (defaults for those not given)."""
+        bound = self.contract.bind(params)
+        if self.kind == "function":
+            return self.target.apply(x, *bound.values())
+        return self.target(**bound)(x)
+
+    def build(self, **params: Any) -> Any:
+        """Return the op as an ``nn.Module``: the learnable module itself, or a Function wrapped."""
+        if self.kind == "module":
+            return self.target(**self.contract.bind(params))
+        from opzoo.nn import Activation
+
+        return Activation(self, **params)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready description (used by ``opzoo info --json``)."""
+        c = self.contract
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "summary": self.summary,
+            "dist": self.source.dist,
+            "version": self.source.version,
+            "module": self.module,
+            "entry_point": self.source.entry_point,
+            "via": self.source.via,
+            "domain": [c.domain[0], c.domain[1]],
+            "kinks": {str(k): v for k, v in c.kinks_at().items()},
+            "params": {
+                n: {"default": p.default, "low": p.low, "high": p.high, "doc": p.doc}
+                for n, p in c.params.items()
+            },
+            "reference": _describe(c.reference),
+            "double_backward": c.double_backward,
+            "dtypes": list(c.dtypes),
+            "formula": c.formula,
+            "derivative": c.derivative,
+        }
+
+
+def _describe(obj: Any) -> str | None:
+    if obj is None:
+        return None
+    name = getattr(obj, "__name__", None) or repr(obj)
+    for public in ("torch", "torch.nn.functional", "torch.special"):
+        module = sys.modules.get(public)
+        if module is not None and getattr(module, name, None) is obj:
+            return f"{public}.{name}"
+    mod = getattr(obj, "__module__", None) or ""
+    qual = getattr(obj, "__qualname__", name)
+    return f"{mod}.{qual}" if mod else qual
+
+
+def make_spec(name: str, target: Any, source: Source) -> OpSpec:
+    """Validate ``target`` as an op and return its spec; raise ContractError on what is wrong."""
+    import torch
+
+    if not inspect.isclass(target):
+        raise ContractError(f"{target!r} is not a class (expected a torch.autograd.Function subclass)")
+    if issubclass(target, torch.autograd.Function):
+        kind = "function"
+        if target.forward is torch.autograd.Function.forward:
+            raise ContractError(f"{target.__qualname__} does not define forward")
+        if (
+            target.backward is torch.autograd.Function.backward
+            and getattr(target, "vjp", None) is getattr(torch.autograd.Function, "vjp", None)
+        ):
+            raise ContractError(f"{target.__qualname__} does not define backward")
+        forward = target.forward
+    elif issubclass(target, torch.nn.Module):
+        kind = "module"
+        forward = None
+    else:
+        raise ContractError(
+            f"{target.__module__}.{target.__qualname__} is not a torch.autograd.Function "
+            "or torch.nn.Module subclass"
+        )
+    contract = contract_of(target)
+    validate(contract, forward)
+    return OpSpec(name, target, kind, contract, source, summary_of(target, contract))
+
+
+def import_path(path: str) -> Any:
+    """Import ``"module:attr.path"`` and return the attribute."""
+    module_name, _, attr = path.partition(":")
+    obj: Any = importlib.import_module(module_name.strip())
+    for part in filter(None, attr.strip().split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
+@dataclass
+class _Offer:
+    name: str
+    source: Source
+    ref: Any  # the op class, or an import path resolved on first use
+    spec: OpSpec | None = None
+    failure: Failure | None = None
+
+    def resolve(self) -> OpSpec:
+        if self.spec is not None:
+            return self.spec
+        if self.failure is not None:
+            raise PluginError(self.failure)
+        try:
+            target = import_path(self.ref) if isinstance(self.ref, str) else self.ref
+            self.spec = make_spec(self.name, target, self.source)
+        except Exception as exc:  # a plugin's import may raise anything; isolate it
+            self.failure = Failure(self.source, _one_line(exc), self.name)
+            raise PluginError(self.failure) from exc
+        return self.spec
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    detail = text[0] if text else ""
+    if isinstance(exc, OpZooError):
+        return detail
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+@dataclass
+class Registry:
+    """Maps case-insensitive names to ops. Build one with :func:`opzoo.load`, or empty for tests."""
+
+    _offers: dict[str, list[_Offer]] = field(default_factory=dict)
+    _failures: list[Failure] = field(default_factory=list)
+    hook: Any = None  # pluggy's hook relay, when loaded with plugins
+
+    # -- adding -----------------------------------------------------------------------------
+
+    def offer(self, name: str, ref: Any, source: Source) -> None:
+        """Record that ``source`` offers op ``name``; a second source makes the name ambiguous."""
+        key = name.lower()
+        if not _NAME.match(key):
+            self._failures.append(Failure(source, f"invalid op name {name!r}", name))
+            return
+        offers = self._offers.setdefault(key, [])
+        if offers:
+            others = " and ".join(str(o.source) for o in offers)
+            self._failures.append(Failure(source, f"duplicate op name, also offered by {others}", key))
+        offers.append(_Offer(key, source, ref))
+
+    def record(self, failure: Failure) -> None:
+        """Record a plugin failure that is not tied to a single offer."""
+        self._failures.append(failure)
+
+    def register(
+        self, target: type | None = None, *, name: str | None = None
+    ) -> Any:
+        """Register an op in-process; usable as ``register(Fn)`` or as a decorator.
+
+        The op is validated at once. A name already taken raises :class:`DuplicateOpError`, except
+        that re-running a notebook cell that defines the same class again replaces it.
+        """
+
+        def add(cls: type) -> type:
+            key = (name or cls.__name__).lower()
+            source = Source(entry_point=f"{cls.__module__}:{cls.__qualname__}")
+            spec = make_spec(key, cls, source)
+            existing = self._offers.get(key, [])
+            if existing:
+                same = [o for o in existing if o.source == source]
+                if len(same) != len(existing):
+                    raise DuplicateOpError(key, [str(o.source) for o in existing] + [str(source)])
+            self._offers[key] = [_Offer(key, source, cls, spec=spec)]
+            return cls
+
+        return add(target) if target is not None else add
+
+    def unregister(self, name: str) -> None:
+        """Remove every offer of ``name``."""
+        if self._offers.pop(name.lower(), None) is None:
+            raise OpNotFoundError(name, self.names())
+
+    # -- looking up -------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """Return every offered op name, sorted, without importing any plugin."""
+        return sorted(self._offers)
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        try:
+            self._offer(name)
+        except OpZooError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._offers)
+
+    def info(self, name: str) -> OpSpec:
+        """Return the spec of op ``name`` (``dist:name`` picks one source), importing it if needed."""
+        return self._offer(name).resolve()
+
+    def get(self, name: str) -> type:
+        """Return the op class registered as ``name``."""
+        return self.info(name).target
+
+    def sources(self, name: str) -> list[Source]:
+        """Return every source offering ``name``, without importing anything."""
+        offers = self._offers.get(name.lower())
+        if not offers:
+            raise OpNotFoundError(name, self.names())
+        return [o.source for o in offers]
+
+    def _offer(self, name: str) -> _Offer:
+        if not isinstance(name, str) or not name.strip():
+            raise OpNotFoundError(str(name), self.names())
+        qualifier, _, base = name.strip().lower().rpartition(":")
+        offers = self._offers.get(base)
+        if not offers:
+            raise OpNotFoundError(base, self.names())
+        if qualifier:
+            picked = [o for o in offers if o.source.qualifier == canonical_dist(qualifier)]
+            if not picked:
+                raise OpNotFoundError(name, [f"{o.source.qualifier}:{base}" for o in offers])
+            offers = picked
+        if len(offers) > 1:
+            raise DuplicateOpError(base, [o.source.qualifier for o in offers])
+        return offers[0]
+
+    # -- loading everything -----------------------------------------------------------------
+
+    def load_all(self) -> list[OpSpec]:
+        """Resolve every offer; return the specs that loaded. Failures are recorded, not raised."""
+        specs = []
+        for offers in self._offers.values():
+            for offer in offers:
+                try:
+                    specs.append(offer.resolve())
+                except PluginError:
+                    pass
+        return specs
+
+    def failures(self) -> list[Failure]:
+        """Return every failure seen so far (loading, validation, duplicates)."""
+        lazy = [o.failure for offers in self._offers.values() for o in offers if o.failure]
+        return self._failures + [f for f in lazy if f not in self._failures]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Return one listing row per offer (resolving each) plus one per failure with no op."""
+        rows = []
+        for key in self.names():
+            offers = self._offers[key]
+            for offer in offers:
+                row: dict[str, Any] = {
+                    "name": key if len(offers) == 1 else f"{offer.source.qualifier}:{key}",
+                    "dist": offer.source.dist,
+                    "version": offer.source.version,
+                    "source": str(offer.source),
+                }
+                try:
+                    spec = offer.resolve()
+                except PluginError as exc:
+                    row.update(status="broken", summary=exc.failure.reason, kind=None)
+                else:
+                    status = "ok" if len(offers) == 1 else "duplicate"
+                    row.update(status=status, summary=spec.summary, kind=spec.kind)
+                rows.append(row)
+        for failure in self._failures:
+            if failure.name is None or failure.name.lower() not in self._offers:
+                rows.append(
+                    {
+                        "name": failure.name or "-",
+                        "dist": failure.source.dist,
+                        "version": failure.source.version,
+                        "source": str(failure.source),
+                        "status": "broken",
+                        "summary": failure.reason,
+                        "kind": None,
+                    }
+                )
+        return rows
+
+

@@ -1,0 +1,83 @@
+"""Exceptions raised by opzoo.
+
+Every error opzoo raises on purpose derives from :class:`OpZooError`, and also from the builtin that
+matches its meaning, so callers can catch either::
+
+    OpZooError
+    ├── OpNotFoundError      (LookupError)   no op under that name
+    ├── DuplicateOpError     (LookupError)   two sources offer one name
+    ├── PluginError                           a plugin failed to load or validate
+    ├── ContractError        (ValueError)     an op's declared contract is invalid
+    ├── ParamError           (ValueError)     a bad value for an op parameter
+    ├── ConfigError          (ValueError)     a bad trainer or command setting
+    ├── CheckpointError                       a checkpoint cannot be read or written
+    └── DivergedError        (ArithmeticError) training produced a non-finite loss
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from opzoo._registry import Failure
+
+
+class OpZooError(Exception):
+    """Base class of every error opzoo raises on purpose."""
+
+
+class OpNotFoundError(OpZooError, LookupError):
+    """No op is registered under the name asked for."""
+
+    def __init__(self, name: str, known: Sequence[str] = ()) -> None:
+        import difflib
+
+        self.name = name
+        self.suggestions = difflib.get_close_matches(name.lower(), list(known), n=3, cutoff=0.5)
+        msg = f"no op named {name!r}"
+        if self.suggestions:
+            msg += "; did you mean " + ", ".join(repr(s) for s in self.suggestions) + "?"
+        elif known:
+            msg += f"; known ops: {', '.join(sorted(known))}"
+        super().__init__(msg)
+
+
+class DuplicateOpError(OpZooError, LookupError):
+    """Two sources offer the same op name; neither silently wins."""
+
+    def __init__(self, name: str, sources: Sequence[str]) -> None:
+        self.name = name
+        self.sources = tuple(sources)
+        qualified = ", ".join(f"{s}:{name}" for s in self.sources)
+        super().__init__(
+            f"op {name!r} is offered by {' and '.join(repr(s) for s in self.sources)}; "
+            f"ask for one of {qualified}, or block one of the plugins"
+        )
+
+
+class PluginError(OpZooError):
+    """A plugin, or one op it declares, failed to load or validate."""
+
+    def __init__(self, failure: Failure) -> None:
+        self.failure = failure
+        super().__init__(str(failure))
+
+
+class ContractError(OpZooError, ValueError):
+    """An op's declared contract is invalid."""
+
+
+class ParamError(OpZooError, ValueError):
+    """An op parameter is unknown or outside its declared range."""
+
+
+class ConfigError(OpZooError, ValueError):
+    """A trainer or command setting is invalid."""
+
+
+class CheckpointError(OpZooError):
+    """A checkpoint cannot be read, or does not belong to this run."""
+
+
+class DivergedError(OpZooError, ArithmeticError):
+    """Training produced a non-finite loss."""

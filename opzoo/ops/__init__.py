@@ -1,0 +1,1 @@
+"""opzoo's built-in ops. They reach the registry only through opzoo's own ``opzoo.ops`` entry points."""

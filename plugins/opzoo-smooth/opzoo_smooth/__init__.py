@@ -1,0 +1,1 @@
+"""Ops contributed to opzoo through the ``opzoo_ops`` hook (see hooks.py)."""

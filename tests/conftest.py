@@ -1,0 +1,34 @@
+"""Shared fixtures. Hypothesis profiles are registered by opzoo.testing (see docs/testing.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_opzoo(*args: str, env: dict[str, str] | None = None, timeout: float = 300, **kw):
+    """Run ``python -m opzoo ARGS`` in a subprocess; return the CompletedProcess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "opzoo", *args],
+        capture_output=True, text=True, env=full_env, timeout=timeout, **kw,
+    )
+
+
+@pytest.fixture(scope="session")
+def broken_plugin_path(tmp_path_factory) -> str:
+    """Install plugins/opzoo-broken-fixtures into a private folder; return it for PYTHONPATH."""
+    target = tmp_path_factory.mktemp("broken-site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--disable-pip-version-check", "--target", str(target),
+         str(ROOT / "plugins" / "opzoo-broken-fixtures")],
+        check=True, capture_output=True,
+    )
+    return str(target)
