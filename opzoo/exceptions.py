@@ -81,3 +81,5 @@ class CheckpointError(OpZooError):
 
 class DivergedError(OpZooError, ArithmeticError):
     """Training produced a non-finite loss."""
+
+    exit_code = 1  # not a usage mistake: the run itself failed

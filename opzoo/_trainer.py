@@ -1,0 +1,395 @@
+"""The generic trainer: the seed's bias-free two-layer network, with any registered op as activation.
+
+With the defaults it is the seed program (000_1f2b50ab3c518129.txt): x, y, w1, w2 drawn with
+``torch.randn`` in that order; ``y_pred = act(x.mm(w1)).mm(w2)``; the sum of squared errors; 500
+steps of ``w -= lr * w.grad`` outside autograd, then the gradients zeroed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from opzoo import _checkpoint
+from opzoo.exceptions import CheckpointError, ConfigError, DivergedError
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+OPTIMIZERS = ("manual", "sgd", "adam")
+# Settings that define the model and its data; a resumed run must agree with its checkpoint on them.
+MODEL_FIELDS = ("activation", "act_args", "batch", "d_in", "hidden", "d_out", "lr", "dtype", "optimizer")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run. The defaults are the seed program's."""
+
+    activation: str = "myrelu"
+    act_args: Mapping[str, float] = field(default_factory=dict)
+    batch: int = 64
+    d_in: int = 1000
+    hidden: int = 100
+    d_out: int = 10
+    steps: int = 500
+    lr: float = 1e-6
+    log_every: int = 100
+    seed: int | None = None
+    device: str | None = None  # None: cuda when available, else cpu
+    dtype: str = "float32"
+    optimizer: str = "manual"  # the seed's update; or "sgd", "adam" from torch.optim
+    compile: bool = False  # the whole step (forward, backward, update) through torch.compile
+    compile_backend: str = "inductor"
+    checkpoint: str | None = None
+    checkpoint_every: int | None = None
+    resume: str | None = None
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the first invalid setting."""
+        for name in ("batch", "d_in", "hidden", "d_out", "steps", "log_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        if self.checkpoint_every is not None and (
+            not isinstance(self.checkpoint_every, int) or self.checkpoint_every <= 0
+        ):
+            raise ConfigError(f"checkpoint-every must be a positive integer, got {self.checkpoint_every!r}")
+        if self.checkpoint_every is not None and self.checkpoint is None:
+            raise ConfigError("checkpoint-every needs --checkpoint PATH")
+        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) or not (
+            math.isfinite(self.lr) and self.lr > 0
+        ):
+            raise ConfigError(f"lr must be a positive finite number, got {self.lr!r}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPES)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"unknown optimizer {self.optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
+        if self.compile and self.optimizer != "manual":
+            raise ConfigError("--compile compiles the seed's manual update; it does not take --optimizer")
+        resolve_device(self.device)
+
+
+@dataclass
+class TrainResult:
+    """What a run returns: losses, timings and the final weights."""
+
+    config: TrainConfig
+    label: str
+    losses: list[float]  # one per step, from step 0 (including steps before a resume)
+    steps_run: int  # steps run by this call (fewer than config.steps after a resume)
+    wall_time: float
+    weights: dict[str, torch.Tensor]
+
+    @property
+    def final_loss(self) -> float:
+        return self.losses[-1]
+
+    @property
+    def steps_per_sec(self) -> float:
+        return self.steps_run / self.wall_time if self.wall_time > 0 else math.inf
+
+    def logged(self) -> list[tuple[int, float]]:
+        """Return (step, loss) at the log steps, as the seed prints them."""
+        every = self.config.log_every
+        return [(t, v) for t, v in enumerate(self.losses) if t % every == every - 1]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "activation": self.label,
+            "final_loss": self.final_loss,
+            "logged": [{"step": t, "loss": v} for t, v in self.logged()],
+            "steps_run": self.steps_run,
+            "steps_per_sec": self.steps_per_sec,
+            "wall_time": self.wall_time,
+            "config": asdict(self.config) | {"act_args": dict(self.config.act_args)},
+        }
+
+
+def resolve_device(name: str | None) -> torch.device:
+    """Return the device to train on; cuda by default when available."""
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"unknown device {name!r}; use cpu or cuda[:N]") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError("device cuda was asked for, but CUDA is not available here")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"device {name!r} does not exist ({torch.cuda.device_count()} GPUs)")
+    elif device.type != "cpu":
+        raise ConfigError(f"unsupported device {name!r}; use cpu or cuda[:N]")
+    return device
+
+
+class _TorchFunction(torch.nn.Module):
+    """A native torch function as the activation, for baselines like ``torch:relu``."""
+
+    def __init__(self, name: str, fn: Callable[..., torch.Tensor], kwargs: Mapping[str, float]) -> None:
+        super().__init__()
+        self.name, self.fn, self.kwargs = name, fn, dict(kwargs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x, **self.kwargs)
+
+    def extra_repr(self) -> str:
+        return f"torch:{self.name}"
+
+
+def activation_module(name: str, act_args: Mapping[str, float]) -> torch.nn.Module:
+    """Return the activation ``name`` as a module: a registered op, or ``torch:NAME`` for a baseline."""
+    if name.lower().startswith("torch:"):
+        import inspect
+
+        fname = name.split(":", 1)[1]
+        fn = getattr(torch.nn.functional, fname, None) or getattr(torch, fname, None)
+        if not callable(fn):
+            raise ConfigError(f"torch has no function {fname!r} to use as a baseline")
+        try:
+            accepted = set(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            accepted = set()
+        return _TorchFunction(fname, fn, {k: v for k, v in act_args.items() if k in accepted})
+    import opzoo
+
+    spec = opzoo.info(name)
+    return spec.build(**{k: v for k, v in act_args.items() if k in spec.params})
+
+
+def make_data(config: TrainConfig) -> dict[str, torch.Tensor]:
+    """Draw x, y, w1, w2 exactly as the seed does, after ``torch.manual_seed(seed)`` if given."""
+    if config.seed is not None:
+        torch.manual_seed(config.seed)
+    device, dtype = resolve_device(config.device), DTYPES[config.dtype]
+    kw = {"device": device, "dtype": dtype}
+    x = torch.randn(config.batch, config.d_in, **kw)
+    y = torch.randn(config.batch, config.d_out, **kw)
+    w1 = torch.randn(config.d_in, config.hidden, **kw)
+    w2 = torch.randn(config.hidden, config.d_out, **kw)
+    return {"x": x, "y": y, "w1": w1, "w2": w2}
+
+
+def train(config: TrainConfig | None = None, **overrides: Any) -> TrainResult:
+    """Train the seed's network with one activation; keywords override ``config``'s fields.
+
+    on_log(step, loss) and progress are not part of the config: pass them through :func:`run`.
+    """
+    config = replace(config or TrainConfig(), **overrides)
+    return run(config)
+
+
+def run(
+    config: TrainConfig,
+    *,
+    data: Mapping[str, torch.Tensor] | None = None,
+    on_log: Callable[[int, float], None] | None = None,
+    progress: bool = False,
+) -> TrainResult:
+    """Train with ``config``; ``data`` (x, y, w1, w2) is drawn when not given."""
+    config.validate()
+    act = activation_module(config.activation, config.act_args)
+    state = _checkpoint.load(config.resume) if config.resume else None
+    if state is not None:
+        _check_resumable(config, state)
+        data = state["data"]
+    elif data is None:
+        data = make_data(config)
+    device = resolve_device(config.device)
+    x, y = data["x"].to(device), data["y"].to(device)
+    w1 = data["w1"].detach().clone().to(device).requires_grad_()
+    w2 = data["w2"].detach().clone().to(device).requires_grad_()
+    act = act.to(device=device, dtype=DTYPES[config.dtype])
+    params = {"w1": w1, "w2": w2, **{f"act.{k}": p for k, p in act.named_parameters()}}
+
+    losses: list[float] = []
+    optimizer = _optimizer(config, list(params.values()))
+    if state is not None:
+        with torch.no_grad():
+            for name, p in params.items():
+                p.copy_(state["weights"][name])
+        if optimizer is not None and state.get("optimizer") is not None:
+            optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"])
+        losses = list(state["losses"])
+    start = len(losses)
+    if start > config.steps:
+        raise ConfigError(f"the checkpoint is at step {start}, past --steps {config.steps}")
+
+    step = _compiled_step(config, act, params, x, y) if config.compile else None
+    bar = _progress_bar(config, start) if progress else None
+    began = time.perf_counter()
+    try:
+        for t in range(start, config.steps):
+            if step is not None:
+                loss = step()
+            else:
+                y_pred = act(x.mm(w1)).mm(w2)
+                loss = (y_pred - y).pow(2).sum()
+            value = loss.item()
+            if not math.isfinite(value):
+                raise DivergedError(
+                    f"loss became {value} at step {t}; try a smaller --lr (now {config.lr:g})"
+                )
+            losses.append(value)
+            if t % config.log_every == config.log_every - 1 and on_log is not None:
+                on_log(t, value)
+            if step is None:
+                loss.backward()
+                _update(config, optimizer, params.values())
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{value:.4g}", refresh=False)
+            every = config.checkpoint_every
+            if config.checkpoint and every and (t + 1) % every == 0 and t + 1 < config.steps:
+                _save(config, params, optimizer, data, losses)
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - began
+    if config.checkpoint:
+        _save(config, params, optimizer, data, losses)
+    weights = {k: p.detach().clone() for k, p in params.items()}
+    label = config.activation + _args_label(act)
+    return TrainResult(config, label, losses, config.steps - start, wall, weights)
+
+
+def compare(
+    config: TrainConfig,
+    activations: Sequence[str],
+    *,
+    on_log: Callable[[str, int, float], None] | None = None,
+    progress: bool = False,
+) -> list[TrainResult]:
+    """Train each activation on the same data and initial weights; return one result each."""
+    if config.checkpoint or config.resume:
+        raise ConfigError("--checkpoint and --resume take one activation, not a comparison")
+    config.validate()
+    for name in activations:  # fail on a bad name before any training starts
+        activation_module(name, config.act_args)
+    data = make_data(config)
+    results = []
+    for name in activations:
+        log = None if on_log is None else (lambda t, v, n=name: on_log(n, t, v))
+        results.append(run(replace(config, activation=name), data=data, on_log=log, progress=progress))
+    return results
+
+
+def _args_label(act: torch.nn.Module) -> str:
+    params = getattr(act, "params", None)
+    if not params:
+        return ""
+    return "(" + ", ".join(f"{k}={v:g}" for k, v in params.items()) + ")"
+
+
+def _optimizer(config: TrainConfig, params: list[torch.Tensor]) -> torch.optim.Optimizer | None:
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=config.lr)
+    if config.optimizer == "adam":
+        return torch.optim.Adam(params, lr=config.lr)
+    return None
+
+
+def _update(config: TrainConfig, optimizer: Any, params: Any) -> None:
+    if optimizer is not None:
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+        return
+    # The seed's update, outside autograd, then the gradients zeroed by hand.
+    with torch.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p -= config.lr * p.grad
+                p.grad.zero_()
+
+
+def _compiled_step(
+    config: TrainConfig,
+    act: torch.nn.Module,
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+) -> Callable[[], torch.Tensor]:
+    """Return a step whose forward, backward and update are one compiled, functional graph.
+
+    This is seed 003's static graph: the update is part of the graph, as TensorFlow's ``assign`` is.
+    """
+    from torch.func import functional_call, grad_and_value
+
+    lr = config.lr
+
+    def loss_fn(w: dict[str, torch.Tensor]) -> torch.Tensor:
+        act_w = {k[4:]: v for k, v in w.items() if k.startswith("act.")}
+        h = functional_call(act, act_w, (x.mm(w["w1"]),)) if act_w else act(x.mm(w["w1"]))
+        return (h.mm(w["w2"]) - y).pow(2).sum()
+
+    def step(w: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        grads, loss = grad_and_value(loss_fn)(w)
+        return {k: w[k] - lr * grads[k] for k in w}, loss
+
+    compiled = torch.compile(step, backend=config.compile_backend)
+
+    def run_step() -> torch.Tensor:
+        current = {k: p.detach() for k, p in params.items()}
+        try:
+            new, loss = compiled(current)
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"--compile failed for {config.activation!r}: {first}") from None
+        with torch.no_grad():
+            for k, p in params.items():
+                p.copy_(new[k])
+        return loss
+
+    return run_step
+
+
+def _progress_bar(config: TrainConfig, start: int) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:  # the bar is a nicety; train without it
+        return None
+    return tqdm(total=config.steps, initial=start, desc=config.activation, unit="step", leave=False)
+
+
+def _save(
+    config: TrainConfig,
+    params: Mapping[str, torch.Tensor],
+    optimizer: Any,
+    data: Mapping[str, torch.Tensor],
+    losses: list[float],
+) -> None:
+    assert config.checkpoint is not None
+    _checkpoint.save(
+        config.checkpoint,
+        {
+            "config": {f.name: _plain(getattr(config, f.name)) for f in fields(config)},
+            "weights": {k: p.detach().cpu() for k, p in params.items()},
+            "optimizer": optimizer.state_dict() if optimizer is not None else None,
+            "rng": torch.get_rng_state(),
+            "data": {k: v.detach().cpu() for k, v in data.items()},
+            "losses": list(losses),
+        },
+    )
+
+
+def _plain(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+def _check_resumable(config: TrainConfig, state: Mapping[str, Any]) -> None:
+    saved = state.get("config", {})
+    for name in MODEL_FIELDS:
+        mine = _plain(getattr(config, name))
+        if name in saved and saved[name] != mine:
+            raise CheckpointError(
+                f"checkpoint {config.resume!r} was trained with {name}={saved[name]!r}, "
+                f"not {mine!r}; resume with the same settings"
+            )
+
+
+def saved_config(path: str) -> dict[str, Any]:
+    """Return the config stored in a checkpoint (the CLI resumes with it)."""
+    return dict(_checkpoint.load(path).get("config", {}))

@@ -1,0 +1,74 @@
+"""The command line: fast help, one-line errors, list and info."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from opzoo.cli import main
+
+from conftest import run_opzoo
+
+
+def test_help_does_not_import_torch():
+    """`opzoo --help` returns without importing torch (it costs seconds)."""
+    code = (
+        "import sys\n"
+        "from opzoo.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "for sub in ('list', 'info', 'train', 'check', 'bench'):\n"
+        "    try:\n        main([sub, '--help'])\n    except SystemExit:\n        pass\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "usage: opzoo" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["lst"], "invalid choice: 'lst'"),
+        (["info", "myrelx"], "no op named 'myrelx'; did you mean 'myrelu'?"),
+        (["list", "--bogus"], "unrecognized arguments: --bogus"),
+        (["info"], "the following arguments are required: name"),
+    ],
+)
+def test_user_mistakes_are_one_line(argv, message, capsys):
+    """A user's mistake prints one 'opzoo: error:' line and exits 2, no traceback."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("opzoo: error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_no_command_prints_help(capsys):
+    """Plain `opzoo` shows the help and exits 2."""
+    assert main([]) == 2
+    assert "COMMAND" in capsys.readouterr().out
+
+
+def test_list_json_and_names(capsys):
+    """`opzoo list --json` has one row per op with source and status; names only with --format."""
+    assert main(["list", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["myrelu"]["dist"] == "opzoo" and rows["myrelu"]["status"] == "ok"
+    assert main(["list", "--format", "names"]) == 0
+    assert "myrelu" in capsys.readouterr().out.split()
+
+
+def test_info_json(capsys):
+    """`opzoo info NAME --json` describes the contract and the source."""
+    assert main(["info", "MyReLU", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["module"] == "opzoo.ops.relu:MyReLU"
+    assert d["kinks"] == {"0.0": 1.0} and d["reference"] == "torch.relu"
+
+
+def test_python_dash_m_runs():
+    """`python -m opzoo` is the same command."""
+    out = run_opzoo("list")
+    assert out.returncode == 0 and "myrelu" in out.stdout
