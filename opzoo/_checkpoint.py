@@ -29,6 +29,9 @@ def save(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    # A writer killed mid-write (SIGKILL skips the cleanup above) leaves its temp file behind.
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
     # Make the rename itself durable; not every platform lets a folder be opened.
     try:
         dir_fd = os.open(path.parent or ".", os.O_RDONLY)

@@ -1,0 +1,261 @@
+"""The trainer: seed reproduction, every option, checkpoints, kill-and-resume, bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import opzoo
+from opzoo import _trainer
+from opzoo.cli import main
+
+from conftest import run_opzoo
+from seed_program import seed_losses
+
+SMALL = dict(batch=8, d_in=20, hidden=12, d_out=3, steps=30, lr=1e-3, seed=3)
+
+
+def test_cli_reproduces_the_seed_program_float_for_float():
+    """`opzoo train --activation myrelu --seed 0` prints the seed program's five losses exactly."""
+    out = run_opzoo("train", "--activation", "myrelu", "--seed", "0")
+    assert out.returncode == 0, out.stderr
+    expected = [f"{t} {loss}" for t, loss in seed_losses(0)]
+    assert out.stdout.splitlines() == expected
+    assert len(expected) == 5
+
+
+def test_api_reproduces_the_seed_program():
+    """opzoo.train(seed=0) gives the same losses at the log steps, and the history of every step."""
+    result = opzoo.train(seed=0)
+    assert result.logged() == seed_losses(0)
+    assert len(result.losses) == 500 and result.steps_per_sec > 0
+    assert set(result.weights) == {"w1", "w2"}
+
+
+def test_exact_zeros_occur_so_the_kink_convention_matters():
+    """With torch.relu's gradient at 0 the losses drift from the seed's: the convention is load-bearing."""
+    native = opzoo.train(seed=0, activation="torch:relu")
+    assert native.logged()[0] == seed_losses(0)[0]  # identical before exact zeros appear
+    assert native.logged()[-1] != seed_losses(0)[-1]
+
+
+@pytest.mark.parametrize("optimizer", ["manual", "sgd", "adam"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_optimizers_and_dtypes_train(optimizer, dtype):
+    """Every optimizer and dtype lowers the loss."""
+    r = opzoo.train(**SMALL, optimizer=optimizer, dtype=dtype)
+    assert r.weights["w1"].dtype == _trainer.DTYPES[dtype]
+    assert r.final_loss < r.losses[0]
+
+
+def test_sgd_equals_the_manual_update():
+    """torch.optim.SGD without momentum is the seed's update: same losses."""
+    manual = opzoo.train(**SMALL)
+    sgd = opzoo.train(**SMALL, optimizer="sgd")
+    assert manual.losses == pytest.approx(sgd.losses, rel=1e-5)
+
+
+def test_sizes_and_log_every():
+    """The sizes shape the weights, and on_log fires every log_every steps."""
+    seen = []
+    r = _trainer.run(_trainer.TrainConfig(**SMALL, log_every=7), on_log=lambda t, v: seen.append(t))
+    assert r.weights["w1"].shape == (20, 12) and r.weights["w2"].shape == (12, 3)
+    assert seen == [6, 13, 20, 27]
+
+
+def test_act_args_reach_the_op():
+    """--act-arg values reach the op; an out-of-range one is refused with the declared range."""
+    a = opzoo.train(**SMALL, activation="isru", act_args={"alpha": 0.0})
+    b = opzoo.train(**SMALL, activation="isru", act_args={"alpha": 5.0})
+    assert a.label == "isru(alpha=0)" and a.losses != b.losses
+    with pytest.raises(opzoo.ParamError, match=r"\[0, 10\]"):
+        opzoo.train(**SMALL, activation="isru", act_args={"alpha": 11.0})
+
+
+def test_compare_uses_the_same_data_and_initial_weights():
+    """Compared activations start from the same data: identical ops give identical losses."""
+    results = _trainer.compare(_trainer.TrainConfig(**SMALL), ["myrelu", "torch:relu", "bentid"])
+    assert [r.label for r in results] == ["myrelu", "torch:relu", "bentid"]
+    assert results[0].losses[0] == results[1].losses[0]
+    assert results[0].losses[0] != results[2].losses[0]
+
+
+def test_compare_from_the_cli_prints_a_table(tmp_path):
+    """Several activations end with a table; --plot draws one chart for all."""
+    plot = tmp_path / "cmp.png"
+    out = run_opzoo("train", "-a", "myrelu,torch:relu", "--steps", "20", "--log-every", "10",
+                    "--d-in", "30", "--plot", str(plot))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:2] == [lines[0], lines[1]] and lines[0].startswith("myrelu 9 ")
+    assert any(line.startswith("torch:relu 19 ") for line in lines)
+    assert "ACTIVATION" in out.stdout and "STEPS/S" in out.stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_json_metrics_and_plot(tmp_path):
+    """--json prints the result; --metrics writes a row per step as CSV or JSONL; --plot a PNG."""
+    for ext in ("csv", "jsonl"):
+        metrics = tmp_path / f"m.{ext}"
+        out = run_opzoo("train", "--steps", "25", "--d-in", "50", "--json", "--metrics", str(metrics),
+                        "--plot", str(tmp_path / "p.png"))
+        assert out.returncode == 0, out.stderr
+        result = json.loads(out.stdout)
+        assert [e["step"] for e in result["logged"]] == []  # 25 steps < one log period of 100
+        assert result["config"]["d_in"] == 50 and result["steps_per_sec"] > 0
+        if ext == "csv":
+            rows = list(csv.DictReader(metrics.open()))
+        else:
+            rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+        assert [int(r["step"]) for r in rows] == list(range(25))
+        assert float(rows[-1]["loss"]) == result["final_loss"]
+    assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_quiet_prints_nothing():
+    """--quiet prints neither loss lines nor a summary."""
+    out = run_opzoo("train", "--steps", "100", "--d-in", "50", "--quiet")
+    assert out.returncode == 0 and out.stdout == "" and out.stderr == ""
+
+
+def test_progress_bar_runs():
+    """The progress bar (tqdm) does not change the results."""
+    cfg = _trainer.TrainConfig(**SMALL)
+    assert _trainer.run(cfg, progress=True).losses == _trainer.run(cfg).losses
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_step_matches_eager(backend):
+    """--compile runs forward, backward and update as one graph; losses agree with eager."""
+    eager = opzoo.train(**SMALL)
+    compiled = opzoo.train(**SMALL, compile=True, compile_backend=backend)
+    torch.testing.assert_close(compiled.losses, eager.losses, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(compiled.weights["w2"], eager.weights["w2"], rtol=1e-4, atol=1e-5)
+
+
+def test_checkpoint_holds_everything_and_resume_continues(tmp_path):
+    """A checkpoint holds weights, optimizer, step, RNG and config; resuming ends where a full run does."""
+    ck = tmp_path / "ck.pt"
+    full = opzoo.train(**SMALL, optimizer="adam")
+    opzoo.train(**{**SMALL, "steps": 12}, optimizer="adam", checkpoint=str(ck))
+    state = torch.load(ck, weights_only=True)
+    assert {"config", "weights", "optimizer", "rng", "losses", "data"} <= set(state)
+    assert len(state["losses"]) == 12 and state["optimizer"]["state"]
+    resumed = opzoo.train(**SMALL, optimizer="adam", resume=str(ck))
+    assert resumed.steps_run == SMALL["steps"] - 12
+    assert resumed.losses == full.losses
+    assert torch.equal(resumed.weights["w1"], full.weights["w1"])
+
+
+def test_resume_refuses_other_settings(tmp_path):
+    """A checkpoint resumed with another activation or size is refused, not silently mixed."""
+    ck = tmp_path / "ck.pt"
+    opzoo.train(**{**SMALL, "steps": 5}, checkpoint=str(ck))
+    with pytest.raises(opzoo.CheckpointError, match="activation='myrelu'"):
+        opzoo.train(**SMALL, activation="bentid", resume=str(ck))
+    with pytest.raises(opzoo.CheckpointError, match="hidden=12"):
+        opzoo.train(**{**SMALL, "hidden": 13}, resume=str(ck))
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage" * 10, b"PK\x03\x04truncated zip"])
+def test_corrupt_checkpoint_is_a_clear_error_and_overwrites_nothing(tmp_path, content):
+    """A corrupt, truncated or foreign file gives one clear line and is left as it was."""
+    ck = tmp_path / "bad.pt"
+    ck.write_bytes(content)
+    out = run_opzoo("train", "--resume", str(ck), "--checkpoint", str(ck))
+    assert out.returncode == 2
+    assert out.stderr.startswith("opzoo: error: ") and out.stderr.count("\n") == 1
+    assert ck.read_bytes() == content
+
+
+def test_truncated_real_checkpoint_and_foreign_pickle(tmp_path):
+    """A real checkpoint cut short, or a torch file that is not ours, is refused."""
+    ck = tmp_path / "ck.pt"
+    opzoo.train(**{**SMALL, "steps": 5}, checkpoint=str(ck))
+    data = ck.read_bytes()
+    ck.write_bytes(data[: len(data) // 2])
+    with pytest.raises(opzoo.CheckpointError, match="corrupt, truncated or foreign"):
+        opzoo.train(**SMALL, resume=str(ck))
+    torch.save({"something": torch.ones(2)}, tmp_path / "foreign.pt")
+    with pytest.raises(opzoo.CheckpointError, match="not an opzoo checkpoint"):
+        opzoo.train(**SMALL, resume=str(tmp_path / "foreign.pt"))
+
+
+def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupted_run(tmp_path):
+    """SIGKILL at arbitrary moments (also mid-write), then --resume: same final weights and loss."""
+    args = ["train", "--seed", "5", "--steps", "1500", "--d-in", "200", "--hidden", "50",
+            "--optimizer", "adam", "--lr", "1e-3", "--quiet"]
+    reference = tmp_path / "reference.pt"
+    assert run_opzoo(*args, "--checkpoint", str(reference)).returncode == 0
+
+    ck = tmp_path / "ck.pt"
+    rng = random.Random(1234)
+    cmd = [*args, "--checkpoint", str(ck), "--checkpoint-every", "1"]
+    kills = 0
+    while True:
+        proc = subprocess.Popen([sys.executable, "-m", "opzoo", *cmd],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while not ck.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.4))
+        if kills < 3 and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+            cmd = ["train", "--resume", str(ck), "--quiet"]
+            continue
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()
+        break
+    assert kills == 3
+    done, ref = torch.load(ck, weights_only=True), torch.load(reference, weights_only=True)
+    assert len(done["losses"]) == 1500
+    assert done["losses"][-1] == ref["losses"][-1]
+    for name in ("w1", "w2"):
+        assert torch.equal(done["weights"][name], ref["weights"][name])
+    assert not list(tmp_path.glob(".ck.pt.*.tmp"))  # temp files of killed writers are swept
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--steps", "0"], "steps must be a positive integer, got 0"),
+        (["--steps", "-3"], "steps must be a positive integer"),
+        (["--lr", "0"], "lr must be a positive finite number"),
+        (["--lr", "inf"], "lr must be a positive finite number"),
+        (["--lr", "fast"], "argument --lr: invalid float value"),
+        (["--hidden", "0"], "hidden must be a positive integer"),
+        (["--dtype", "int8"], "unknown dtype 'int8'"),
+        (["--device", "cuda"] if not torch.cuda.is_available() else ["--device", "tpu"], "cuda"),
+        (["--optimizer", "lbfgs"], "unknown optimizer 'lbfgs'"),
+        (["--activation", "relu6x"], "no op named 'relu6x'"),
+        (["--activation", "torch:nope"], "torch has no function 'nope'"),
+        (["--act-arg", "alpha"], "--act-arg takes KEY=VALUE"),
+        (["--resume", "/nonexistent/ck.pt"], "no checkpoint at"),
+        (["--metrics", "out.txt"], "must end in .csv or .jsonl"),
+        (["--checkpoint-every", "5"], "needs --checkpoint"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(argv, message, capsys):
+    """Bad input prints one 'opzoo: error:' line, exits 2 and shows no traceback."""
+    assert main(["train", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("opzoo: error: ") and err.count("\n") == 1, err
+    assert message in err
+
+
+def test_non_finite_loss_stops_with_exit_1(capsys):
+    """A diverging run stops at the first non-finite loss with a clear message."""
+    assert main(["train", "--lr", "1", "--steps", "50", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("opzoo: error: loss became") and "smaller --lr" in err
