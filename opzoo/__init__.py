@@ -95,8 +95,10 @@ def register(target: type | None = None, *, name: str | None = None) -> Any:
 
 def __getattr__(attr: str) -> Any:
     # The trainer imports torch; load it only when asked for.
-    if attr in ("train", "TrainConfig", "TrainResult"):
-        import importlib
+    import importlib
 
+    if attr in ("train", "TrainConfig", "TrainResult"):
         return getattr(importlib.import_module("opzoo._trainer"), attr)
+    if attr in ("nn", "testing"):
+        return importlib.import_module(f"opzoo.{attr}")
     raise AttributeError(f"module 'opzoo' has no attribute {attr!r}")
