@@ -42,3 +42,19 @@ class Fine(torch.autograd.Function):
 
 
 Duplicate = Fine
+
+
+class WrongSign(torch.autograd.Function):
+    """ReLU whose backward has the wrong sign: opzoo check must fail it."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x >= 0)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return -grad * mask

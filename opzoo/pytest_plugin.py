@@ -1,0 +1,121 @@
+"""opzoo's pytest plugin: ``pytest --opzoo`` checks every registered op, ``--opzoo=a,b`` some.
+
+Registered under the ``pytest11`` entry point, so it is active wherever opzoo is installed, and
+cheap until asked for: nothing heavy is imported unless ``--opzoo`` is given. Each op x property
+(x device) becomes one test with an id like ``gradient[myrelu]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("opzoo", "opzoo property tests of registered ops")
+    group.addoption(
+        "--opzoo",
+        nargs="?",
+        const="*",
+        default=None,
+        metavar="NAMES",
+        help="check registered ops: all of them, or a comma-separated list of names",
+    )
+    group.addoption(
+        "--opzoo-property",
+        default=None,
+        metavar="PROPS",
+        help="comma-separated properties to check (default: all)",
+    )
+    group.addoption(
+        "--opzoo-profile",
+        default=None,
+        choices=("ci", "dev", "thorough"),
+        help="hypothesis profile (default: ci when $CI is set, else dev)",
+    )
+
+
+class OpzooCheckFailed(AssertionError):
+    """A property of an op does not hold; its message is the full failure report."""
+
+
+class OpzooItem(pytest.Item):
+    """One property of one op on one device."""
+
+    def __init__(self, *, op: str, prop: str, device: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.op, self.prop, self.device = op, prop, device
+
+    def runtest(self) -> None:
+        import opzoo
+        from opzoo.testing import check_property
+
+        spec = opzoo.info(self.op)
+        result = check_property(
+            spec,
+            self.prop,
+            profile=self.config.getoption("opzoo_profile"),
+            device=self.device,
+            hook=opzoo.registry().hook,
+        )
+        if result.status == "skip":
+            pytest.skip(result.reason)
+        if result.status == "fail":
+            raise OpzooCheckFailed(result.report())
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
+        if isinstance(excinfo.value, OpzooCheckFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return "opzoo", None, self.name
+
+
+class OpzooLoadItem(pytest.Item):
+    """A plugin or op that failed to load: a failing test, not a silent gap in the checks."""
+
+    def __init__(self, *, failure: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.failure = failure
+
+    def runtest(self) -> None:
+        raise OpzooCheckFailed(f"failed to load: {self.failure}")
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
+        return str(excinfo.value)
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return "opzoo", None, self.name
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
+    wanted = config.getoption("opzoo")
+    if wanted is None:
+        return
+    import opzoo
+    from opzoo.testing import PROPERTIES
+    from opzoo.testing._runner import DEVICES
+
+    reg = opzoo.registry()
+    if wanted == "*":
+        names = [spec.name for spec in reg.load_all()]
+        for i, failure in enumerate(reg.failures()):
+            label = failure.name or failure.source.entry_point or str(failure.source)
+            items.append(OpzooLoadItem.from_parent(session, name=f"load[{label}-{i}]", failure=str(failure)))
+    else:
+        names = [n.strip() for n in wanted.split(",") if n.strip()]
+    props_opt = config.getoption("opzoo_property")
+    props = [p.strip() for p in props_opt.split(",")] if props_opt else list(PROPERTIES)
+    unknown = [p for p in props if p not in PROPERTIES]
+    if unknown:
+        raise pytest.UsageError(f"--opzoo-property: unknown property {unknown[0]!r}; choose from {', '.join(PROPERTIES)}")
+    for name in dict.fromkeys(names):
+        for prop in props:
+            for device in DEVICES:
+                suffix = "" if device == "cpu" else f"-{device}"
+                items.append(
+                    OpzooItem.from_parent(session, name=f"{prop}[{name}{suffix}]", op=name, prop=prop, device=device)
+                )

@@ -1,0 +1,177 @@
+"""Run the properties of one op under hypothesis and report each as pass, fail or skip."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import torch
+from hypothesis import given, settings
+from hypothesis.errors import HypothesisException
+
+from opzoo._registry import OpSpec
+from opzoo.testing import _profiles
+from opzoo.testing.properties import PROPERTIES, PropertyFailed, bind, skip_reason
+from opzoo.testing.strategies import cases
+
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass
+class Result:
+    """The outcome of one property of one op on one device."""
+
+    op: str
+    prop: str
+    device: str
+    status: str  # "pass", "fail" or "skip"
+    reason: str = ""
+    example: dict[str, Any] | None = None
+    worst: dict[str, Any] | None = None
+    seconds: float = 0.0
+    repro: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        suffix = "" if self.device == "cpu" else f"-{self.device}"
+        return f"{self.prop}[{self.op}{suffix}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "extra"} | {"id": self.id}
+
+    def report(self) -> str:
+        """A multi-line failure report: the op, the property, the example, the worst mismatch."""
+        lines = [f"FAIL {self.id}: {self.reason}"]
+        if self.example:
+            e = self.example
+            lines.append(f"  example:   shape {e['shape']}, strides {e['strides']}, dtype {e['dtype']}, "
+                         f"params {e['params']}")
+            lines.append(f"  values:    {e['values']}")
+        if self.worst:
+            w = self.worst
+            nums = ", ".join(f"{k} {v:.9g}" for k, v in w.items() if k not in ("index", "x", "grad_output"))
+            lines.append(f"  worst:     at index {w['index']}, x = {w['x']:.9g}: {nums}")
+        if self.repro:
+            lines.append("  reproduce: " + self.repro.replace("\n", "\n             "))
+        return "\n".join(lines)
+
+
+def _describe(params: dict[str, float], x: torch.Tensor) -> dict[str, Any]:
+    values = x.detach().cpu().tolist()
+    return {
+        "shape": tuple(x.shape),
+        "strides": tuple(x.stride()),
+        "dtype": str(x.dtype).removeprefix("torch."),
+        "params": dict(params),
+        "values": values,
+    }
+
+
+def _repro(spec: OpSpec, prop: str, example: dict[str, Any] | None) -> str:
+    cmd = f"opzoo check {spec.name} --property {prop} --profile ci"
+    if not example:
+        return cmd
+    args = "".join(f", {k}={v!r}" for k, v in example["params"].items())
+    return (
+        f"{cmd}\nor in Python:\n"
+        f"  import torch, opzoo; from opzoo.testing import bind, PROPERTIES\n"
+        f"  x = torch.tensor({example['values']!r}, dtype=torch.float64).reshape({example['shape']!r})\n"
+        f"  PROPERTIES[{prop!r}](bind(opzoo.info({spec.name!r}), dict({args.lstrip(', ')})), x)"
+    )
+
+
+def check_property(
+    spec: OpSpec,
+    prop: str,
+    *,
+    profile: str | None = None,
+    examples: int | None = None,
+    device: str = "cpu",
+    hook: Any = None,
+) -> Result:
+    """Check one property of one op; never raises for a failing op."""
+    began = time.perf_counter()
+    reason = skip_reason(spec, prop)
+    if device == "cuda" and not torch.cuda.is_available():
+        reason = "CUDA is not available"
+    if reason:
+        return Result(spec.name, prop, device, "skip", reason)
+    profile = profile or _profiles.default_profile()
+    fast = profile != "thorough"
+    fn = PROPERTIES[prop]
+    last: dict[str, Any] = {}
+
+    def attempt(params: dict[str, float], x: torch.Tensor) -> None:
+        last.clear()
+        try:
+            fn(bind(spec, params, device=device), x, fast=fast)
+        except BaseException as exc:
+            last.update(params=params, x=x, exc=exc)
+            raise
+
+    try:
+        if prop == "compile":
+            for x in _fixed_inputs(spec, device)[:1]:
+                attempt(spec.contract.defaults(), x)
+        else:
+            conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
+
+            @conf
+            @given(case=cases(spec, device=device, hook=hook))
+            def run(case: tuple[dict[str, float], torch.Tensor]) -> None:
+                attempt(*case)
+
+            run()
+        if prop == "gradient" and fast:
+            # Fast mode has missed wrong gradients: full Jacobians on a few small fixed inputs too.
+            fast = False
+            for x in _fixed_inputs(spec, device):
+                attempt(spec.contract.defaults(), x)
+    except BaseException as exc:  # the op under test may raise anything
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        cause = last.get("exc", exc)
+        example = _describe(last["params"], last["x"]) if "x" in last else None
+        if isinstance(cause, PropertyFailed):
+            reason = str(cause)
+        elif isinstance(cause, HypothesisException):
+            reason = f"hypothesis: {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
+        else:
+            text = str(cause).strip().splitlines()
+            reason = f"{type(cause).__name__}: {text[0] if text else ''}"
+        worst = getattr(cause, "details", {}).get("worst")
+        return Result(spec.name, prop, device, "fail", reason, example, worst,
+                      time.perf_counter() - began, _repro(spec, prop, example))
+    return Result(spec.name, prop, device, "pass", seconds=time.perf_counter() - began)
+
+
+def check(
+    spec: OpSpec,
+    props: Iterable[str] | None = None,
+    *,
+    devices: Iterable[str] = DEVICES,
+    **kw: Any,
+) -> list[Result]:
+    """Check the given properties (all by default) of one op on each device."""
+    return [
+        check_property(spec, prop, device=device, **kw)
+        for prop in (props or PROPERTIES)
+        for device in devices
+    ]
+
+
+def _fixed_inputs(spec: OpSpec, device: str) -> list[torch.Tensor]:
+    """Small deterministic inputs spread over the domain and pushed off the kinks."""
+    from opzoo.testing.strategies import _bounds, push_from_kinks, KINK_MARGIN
+
+    lo, hi = _bounds(spec.contract.domain, KINK_MARGIN)
+    kinks = spec.contract.kinks_at()
+    out = []
+    for shape in ((7,), (2, 3)):
+        n = shape[0] if len(shape) == 1 else shape[0] * shape[1]
+        x = torch.linspace(lo, hi, n + 2, dtype=torch.float64)[1:-1]
+        x = push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device)
+        out.append(x)
+    return out

@@ -1,0 +1,320 @@
+"""The properties every registered op must have. Each takes a bound op and a float64 input and
+raises :class:`PropertyFailed` (or any error the op itself raises) when the property does not hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.autograd import gradcheck, gradgradcheck
+from torch.autograd.gradcheck import GradcheckError
+
+from opzoo._registry import OpSpec
+from opzoo.testing.strategies import KINK_MARGIN
+
+#: Tolerances against the float64 result, per dtype (values already rounded to the dtype).
+TOLERANCES = {
+    torch.float64: dict(rtol=1e-7, atol=1e-9),
+    torch.float32: dict(rtol=1e-4, atol=1e-5),
+    torch.float16: dict(rtol=1e-2, atol=1e-3),
+    torch.bfloat16: dict(rtol=3e-2, atol=1e-2),
+}
+EXACT = dict(rtol=1e-9, atol=1e-12)  # same arithmetic, other memory layout
+
+
+class PropertyFailed(AssertionError):
+    """A property does not hold; ``details`` holds what the report shows besides the message."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+@dataclass
+class Bound:
+    """An op with its parameters fixed; learnable tensors (module ops) are explicit inputs."""
+
+    spec: OpSpec
+    params: dict[str, float]
+    fn: Callable[..., torch.Tensor]
+    extras: tuple[torch.Tensor, ...] = ()
+    extra_names: tuple[str, ...] = field(default=())
+
+    def __call__(self, x: torch.Tensor, *extras: torch.Tensor) -> torch.Tensor:
+        return self.fn(x, *(extras or self.extras))
+
+    def inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Leaves for gradcheck: the input and every learnable tensor, all requiring grad."""
+        return (x.detach().clone().requires_grad_(), *(e.detach().clone().requires_grad_() for e in self.extras))
+
+
+def bind(spec: OpSpec, params: dict[str, float], *, dtype: torch.dtype = torch.float64,
+         device: str | torch.device = "cpu") -> Bound:
+    """Return ``spec`` with ``params`` fixed, in ``dtype`` on ``device``."""
+    bound = spec.contract.bind(params)
+    if spec.kind == "function":
+        values = tuple(bound.values())
+        return Bound(spec, bound, lambda x, *_: spec.target.apply(x, *values))
+    module = spec.target(**bound).to(device=device, dtype=dtype)
+    names = tuple(n for n, _ in module.named_parameters())
+    tensors = tuple(p.detach() for _, p in module.named_parameters())
+
+    def fn(x: torch.Tensor, *ps: torch.Tensor) -> torch.Tensor:
+        return torch.func.functional_call(module, dict(zip(names, ps)), (x,))
+
+    return Bound(spec, bound, fn, tensors, names)
+
+
+def _ramp(like: torch.Tensor) -> torch.Tensor:
+    """A deterministic grad_output with distinct, non-zero entries."""
+    n = like.numel()
+    return (torch.linspace(-1.5, 2.0, max(n, 1), dtype=like.dtype, device=like.device)[:n] + 0.01).reshape(like.shape)
+
+
+def noncontiguous(t: torch.Tensor) -> torch.Tensor:
+    """The same values in a non-contiguous layout: a transpose for 2+ dims, else a strided slice."""
+    if t.dim() >= 2 and t.shape[-1] > 1 and t.shape[-2] > 1:
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    base = torch.zeros((*t.shape, 2), dtype=t.dtype, device=t.device)
+    base[..., 0] = t
+    return base[..., 0]
+
+
+def _vjp(op: Bound, x: torch.Tensor, g: torch.Tensor, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    xr = x.detach().clone().requires_grad_()
+    y = op(xr)
+    (gx,) = torch.autograd.grad(y, xr, g, allow_unused=True)
+    return y.detach(), (torch.zeros_like(xr) if gx is None else gx)
+
+
+def worst_gradient_mismatch(op: Bound, x: torch.Tensor, eps: float = 1e-6) -> dict[str, Any] | None:
+    """Compare the analytic gradient of sum(op(x) * g) with central differences, element by element;
+    return where they differ most."""
+    if x.numel() == 0 or x.numel() > 4096:
+        return None
+    g = _ramp(op(x.detach()))
+    _, analytic = _vjp(op, x, g)
+    numeric = torch.empty_like(x)
+    flat, nflat = x.detach().clone().reshape(-1), numeric.reshape(-1)
+    with torch.no_grad():
+        for i in range(flat.numel()):
+            orig = flat[i].item()
+            flat[i] = orig + eps
+            up = (op(flat.reshape(x.shape)) * g).sum().item()
+            flat[i] = orig - eps
+            down = (op(flat.reshape(x.shape)) * g).sum().item()
+            flat[i] = orig
+            nflat[i] = (up - down) / (2 * eps)
+    diff = (numeric - analytic).abs()
+    i = int(diff.reshape(-1).argmax())
+    index = tuple(int(v) for v in torch.unravel_index(torch.tensor(i), x.shape)) if x.dim() else ()
+    return {
+        "index": index,
+        "x": x.reshape(-1)[i].item(),
+        "grad_output": g.reshape(-1)[i].item(),
+        "numerical": numeric.reshape(-1)[i].item(),
+        "analytic": analytic.reshape(-1)[i].item(),
+    }
+
+
+# -- the properties -------------------------------------------------------------------------------
+
+
+def gradient(op: Bound, x: torch.Tensor, *, fast: bool = True) -> None:
+    """gradcheck in float64: analytic backward vs central differences; undefined grads, dtypes."""
+    try:
+        gradcheck(op, op.inputs(x), fast_mode=fast, check_undefined_grad=True, check_grad_dtypes=True,
+                  eps=1e-6, atol=1e-5, rtol=1e-3)
+    except GradcheckError as exc:
+        raise PropertyFailed(_first_lines(exc), worst=worst_gradient_mismatch(op, x)) from None
+
+
+def double_backward(op: Bound, x: torch.Tensor, *, fast: bool = True) -> None:
+    """Declared: gradgradcheck with contiguous and non-contiguous grad_outputs. Undeclared: a
+    second derivative must fail loudly, not come back silently."""
+    if op.spec.contract.double_backward:
+        y = op(x.detach())
+        g = _ramp(y)
+        for grad_out in (g, noncontiguous(g)):
+            try:
+                gradgradcheck(op, op.inputs(x), (grad_out,), fast_mode=fast, eps=1e-6, atol=1e-5,
+                              rtol=1e-3, gen_non_contig_grad_outputs=True)
+            except GradcheckError as exc:
+                layout = "contiguous" if grad_out.is_contiguous() else "non-contiguous"
+                raise PropertyFailed(f"with {layout} grad_output: {_first_lines(exc)}") from None
+        return
+    if x.numel() == 0:
+        return
+    xr = x.detach().clone().requires_grad_()
+    (gx,) = torch.autograd.grad(op(xr), xr, _ramp(x), create_graph=True)
+    if not gx.requires_grad:
+        return  # a second derivative raises "does not require grad": loud enough
+    try:
+        (ggx,) = torch.autograd.grad(gx.sum(), xr)
+    except RuntimeError:
+        return
+    raise PropertyFailed(
+        "double backward is not declared, yet a second derivative came back without an error "
+        f"(max |d2| = {ggx.abs().max().item():.4g}); declare double_backward=True so that it is "
+        "checked, or decorate backward with torch.autograd.function.once_differentiable"
+    )
+
+
+def reference(op: Bound, x: torch.Tensor, **_: Any) -> None:
+    """Forward and gradient match the declared reference: in float64, and in each lower dtype the
+    op declares against the float64 reference (at the rounded inputs)."""
+    ref = op.spec.contract.reference
+    kinks = op.spec.contract.kinks_at(op.params)
+    for name in op.spec.contract.dtypes:
+        dtype = getattr(torch, name)
+        xl = x.to(dtype)
+        lop = op if dtype == torch.float64 else _cast(op, dtype)
+        g = _ramp(xl)
+        y, gx = _vjp(lop, xl, g)
+        x64 = xl.double().detach().requires_grad_()
+        y_ref = ref(x64, **op.params)
+        (gx_ref,) = torch.autograd.grad(y_ref, x64, g.double(), allow_unused=True)
+        gx_ref = torch.zeros_like(x64) if gx_ref is None else gx_ref
+        tol = TOLERANCES[dtype]
+        _close(y.double(), y_ref.detach(), tol, f"forward in {name} differs from the reference", xl)
+        away = torch.ones_like(x64, dtype=torch.bool)
+        for k in kinks:  # rounding may have moved an input onto a kink
+            away &= (x64.detach() - k).abs() >= KINK_MARGIN / 2
+        _close(gx.double()[away], gx_ref[away], tol, f"gradient in {name} differs from the reference's", xl)
+
+
+def layout(op: Bound, x: torch.Tensor, **_: Any) -> None:
+    """Non-contiguous inputs and grad_outputs give the values and gradients of contiguous ones."""
+    if x.numel() == 0:
+        return
+    g = _ramp(x)
+    y0, gx0 = _vjp(op, x, g)
+    for xi, gi, what in ((noncontiguous(x), g, "input"), (x, noncontiguous(g), "grad_output"),
+                         (noncontiguous(x), noncontiguous(g), "input and grad_output")):
+        if xi.is_contiguous() and gi.is_contiguous():
+            continue  # 0-d: no other layout exists
+        y, gx = _vjp(op, xi, gi)
+        _close(y, y0, EXACT, f"forward differs for a non-contiguous {what}", x)
+        _close(gx, gx0, EXACT, f"gradient differs for a non-contiguous {what}", x)
+
+
+def hygiene(op: Bound, x: torch.Tensor, **_: Any) -> None:
+    """Output dtype, device and shape follow the input; nothing is mutated; backward repeats."""
+    xr = x.detach().clone().requires_grad_()
+    before, version = xr.detach().clone(), xr._version
+    y = op(xr)
+    for what, got, want in (("dtype", y.dtype, x.dtype), ("device", y.device, x.device),
+                            ("shape", tuple(y.shape), tuple(x.shape))):
+        if got != want:
+            raise PropertyFailed(f"output {what} is {got}, expected {want} (the input's)")
+    if xr._version != version or not torch.equal(xr.detach(), before):
+        raise PropertyFailed("forward mutated its input")
+    g = _ramp(y.detach())
+    g_before, g_version = g.clone(), g._version
+    (gx1,) = torch.autograd.grad(y, xr, g, retain_graph=True, allow_unused=True)
+    if g._version != g_version or not torch.equal(g, g_before):
+        raise PropertyFailed("backward mutated grad_output")
+    if xr._version != version or not torch.equal(xr.detach(), before):
+        raise PropertyFailed("backward mutated the input")
+    (gx2,) = torch.autograd.grad(y, xr, g, allow_unused=True)
+    if gx1 is None or gx2 is None:
+        return
+    if gx1.dtype != x.dtype or tuple(gx1.shape) != tuple(x.shape):
+        raise PropertyFailed(f"gradient is {gx1.dtype} {tuple(gx1.shape)}, expected {x.dtype} {tuple(x.shape)}")
+    if not torch.equal(gx1, gx2):
+        raise PropertyFailed("running backward twice gave different gradients")
+
+
+def kinks(op: Bound, x: torch.Tensor, **_: Any) -> None:
+    """At each declared kink, the gradient equals the declared subgradient."""
+    declared = op.spec.contract.kinks_at(op.params)
+    points = torch.tensor(list(declared), dtype=torch.float64, device=x.device)
+    want = torch.tensor(list(declared.values()), dtype=torch.float64, device=x.device)
+    _, got = _vjp(op, points, torch.ones_like(points))
+    if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
+        i = int((got - want).abs().argmax())
+        raise PropertyFailed(
+            f"at the kink x = {points[i].item():g} the gradient is {got[i].item():g}, "
+            f"but the op declares {want[i].item():g}",
+            worst={"index": (i,), "x": points[i].item(), "declared": want[i].item(), "analytic": got[i].item()},
+        )
+
+
+def compile(op: Bound, x: torch.Tensor, **_: Any) -> None:
+    """Under torch.compile (aot_eager: no C compiler needed) outputs and gradients match eager,
+    without graph breaks."""
+    import torch._dynamo
+
+    if x.numel() == 0:
+        return
+
+    def step(t: torch.Tensor) -> torch.Tensor:
+        return op(t)
+
+    explanation = torch._dynamo.explain(step)(x.detach().clone())
+    if explanation.graph_break_count:
+        reasons = "; ".join(str(getattr(b, "reason", b)).splitlines()[0] for b in explanation.break_reasons[:3])
+        raise PropertyFailed(f"{explanation.graph_break_count} graph break(s) under torch.compile: {reasons}")
+    compiled = torch.compile(step, backend="aot_eager")
+    g = _ramp(x)
+    y0, gx0 = _vjp(op, x, g)
+    xr = x.detach().clone().requires_grad_()
+    y = compiled(xr)
+    (gx,) = torch.autograd.grad(y, xr, g, allow_unused=True)
+    gx = torch.zeros_like(xr) if gx is None else gx
+    _close(y.detach(), y0, TOLERANCES[torch.float64], "compiled forward differs from eager", x)
+    _close(gx, gx0, TOLERANCES[torch.float64], "compiled gradient differs from eager", x)
+
+
+#: name -> property, in the order they are reported.
+PROPERTIES: dict[str, Callable[..., None]] = {
+    "gradient": gradient,
+    "double_backward": double_backward,
+    "reference": reference,
+    "layout": layout,
+    "hygiene": hygiene,
+    "kinks": kinks,
+    "compile": compile,
+}
+
+
+def skip_reason(spec: OpSpec, prop: str) -> str | None:
+    """Why ``prop`` does not apply to ``spec``, or None if it does."""
+    if prop == "reference" and spec.contract.reference is None:
+        return "no reference declared"
+    if prop == "kinks" and not spec.contract.kinks_at():
+        return "no kinks declared"
+    return None
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+def _cast(op: Bound, dtype: torch.dtype) -> Bound:
+    if op.spec.kind == "function":
+        return op
+    return bind(op.spec, op.params, dtype=dtype, device=op.extras[0].device if op.extras else "cpu")
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, tol: dict[str, float], what: str, x: torch.Tensor) -> None:
+    if got.shape != want.shape:
+        raise PropertyFailed(f"{what}: shape {tuple(got.shape)} vs {tuple(want.shape)}")
+    bad = ~torch.isclose(got.double(), want.double(), equal_nan=True, **tol)
+    if bad.any():
+        i = int(bad.reshape(-1).nonzero()[0])
+        flat_x = x.reshape(-1) if x.numel() == got.numel() else None
+        raise PropertyFailed(
+            f"{what}: {int(bad.sum())} of {bad.numel()} elements differ; first at flat index {i}: "
+            f"got {got.reshape(-1)[i].item():.9g}, expected {want.reshape(-1)[i].item():.9g}"
+            + (f" (x = {flat_x[i].item():.9g})" if flat_x is not None else ""),
+        )
+
+
+def _first_lines(exc: BaseException, n: int = 3) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return " ".join(lines[:n])
+
+
+__all__ = ["PROPERTIES", "Bound", "PropertyFailed", "bind", "noncontiguous", "skip_reason"]

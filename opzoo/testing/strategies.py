@@ -1,0 +1,143 @@
+"""Hypothesis strategies for op inputs and parameters, following an op's contract.
+
+Public: an op author can reuse them in their own tests, and a plugin can return one from the
+``opzoo_input_strategy`` hook.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from opzoo._registry import OpSpec
+
+#: Values are kept at least this far from every declared kink and open domain end.
+KINK_MARGIN = 1e-3
+#: Where the domain is unbounded, inputs are drawn from this box (activations are interesting here).
+BOX = 6.0
+
+
+def shapes(max_dims: int = 4, max_side: int = 5) -> st.SearchStrategy[tuple[int, ...]]:
+    """Shapes from 0-d to ``max_dims``-d, sides 0..max_side (so empty and size-1 dims occur)."""
+    return hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=0, max_side=max_side)
+
+
+def _bounds(domain: tuple[float, float], margin: float) -> tuple[float, float]:
+    low, high = domain
+    lo = low + max(margin, abs(low) * 1e-6) if math.isfinite(low) else -BOX
+    hi = high - max(margin, abs(high) * 1e-6) if math.isfinite(high) else BOX
+    if math.isfinite(low) and not math.isfinite(high):
+        hi = max(lo + BOX, hi)
+    if math.isfinite(high) and not math.isfinite(low):
+        lo = min(hi - BOX, lo)
+    return lo, hi
+
+
+def push_from_kinks(
+    values: torch.Tensor, kinks: Iterable[float], margin: float, bounds: tuple[float, float]
+) -> torch.Tensor:
+    """Move values that lie within ``margin`` of a kink out to the margin's edge (no filtering,
+    so hypothesis shrinks freely); the side is chosen to stay inside ``bounds``."""
+    out = values.clone()
+    lo, hi = bounds
+    for k in kinks:
+        near = (out - k).abs() < margin
+        if near.any():
+            up, down = k + margin, k - margin
+            if up > hi:
+                out[near] = down
+            elif down < lo:
+                out[near] = up
+            else:
+                sel = out[near]
+                out[near] = torch.where(sel >= k, torch.full_like(sel, up), torch.full_like(sel, down))
+    return out
+
+
+def tensors(
+    *,
+    dtype: torch.dtype = torch.float64,
+    shape: tuple[int, ...] | st.SearchStrategy[tuple[int, ...]] | None = None,
+    domain: tuple[float, float] = (-math.inf, math.inf),
+    kinks: Iterable[float] = (),
+    margin: float = KINK_MARGIN,
+    elements: tuple[str, float, float] | None = None,
+    device: str | torch.device = "cpu",
+) -> st.SearchStrategy[torch.Tensor]:
+    """Contiguous float tensors inside ``domain``, at least ``margin`` away from each kink.
+
+    ``elements=("log-uniform", lo, hi)`` draws magnitudes spread evenly over decades instead.
+    Empty tensors are made with ``torch.empty`` (contiguous strides; numpy's are zero).
+    """
+    kinks = tuple(float(k) for k in kinks)
+    shape_st = shapes() if shape is None else (st.just(shape) if isinstance(shape, tuple) else shape)
+    if elements is not None:
+        kind, lo, hi = elements
+        if kind != "log-uniform" or not 0 < lo < hi:
+            raise ValueError(f"elements must be ('log-uniform', lo, hi) with 0 < lo < hi, got {elements!r}")
+        exps = st.floats(math.log(lo), math.log(hi), allow_nan=False)
+        floats = exps.map(math.exp)
+        bounds = (lo, hi)
+    else:
+        bounds = _bounds(domain, margin)
+        floats = st.floats(bounds[0], bounds[1], allow_nan=False, allow_infinity=False)
+
+    @st.composite
+    def make(draw: Any) -> torch.Tensor:
+        shp = draw(shape_st)
+        if math.prod(shp) == 0:
+            return torch.empty(shp, dtype=torch.float64).to(device=device, dtype=dtype)
+        arr = draw(hnp.arrays(np.float64, shp, elements=floats))
+        t = torch.from_numpy(np.ascontiguousarray(arr).copy()).reshape(shp)
+        t = push_from_kinks(t, kinks, margin, bounds)
+        return t.to(device=device, dtype=dtype).contiguous()
+
+    return make()
+
+
+def params(spec: OpSpec) -> st.SearchStrategy[dict[str, float]]:
+    """Parameter dicts drawn from each declared range (unbounded sides capped at +-10)."""
+    fields = {}
+    for name, p in spec.contract.params.items():
+        lo = p.low if math.isfinite(p.low) else -10.0
+        hi = p.high if math.isfinite(p.high) else 10.0
+        lo, hi = min(lo, p.default), max(hi, p.default)
+        fields[name] = st.one_of(st.just(p.default), st.floats(lo, hi, allow_nan=False))
+    return st.fixed_dictionaries(fields)
+
+
+def inputs(
+    spec: OpSpec,
+    params_value: Mapping[str, float],
+    *,
+    dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "cpu",
+    hook: Any = None,
+) -> st.SearchStrategy[torch.Tensor]:
+    """Inputs for ``spec`` at ``params_value``: a plugin's strategy if its hook offers one."""
+    if hook is not None:
+        custom = hook.opzoo_input_strategy(spec=spec, dtype=dtype)
+        if custom is not None:
+            return custom.map(lambda t: t.to(device=device, dtype=dtype))
+    return tensors(
+        dtype=dtype,
+        domain=spec.contract.domain,
+        kinks=spec.contract.kinks_at(params_value),
+        device=device,
+    )
+
+
+def cases(spec: OpSpec, *, device: str = "cpu", hook: Any = None) -> st.SearchStrategy[tuple[dict[str, float], torch.Tensor]]:
+    """(params, float64 input) pairs for ``spec``: params first, since kinks may depend on them."""
+
+    @st.composite
+    def make(draw: Any) -> tuple[dict[str, float], torch.Tensor]:
+        p = draw(params(spec))
+        return p, draw(inputs(spec, p, device=device, hook=hook))
+
+    return make()

@@ -1,0 +1,155 @@
+"""The property tests: they pass correct ops and catch each deliberately wrong one."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import given, settings
+
+import opzoo
+from opzoo.testing import PROPERTIES, check_property, noncontiguous, tensors
+from opzoo.testing.strategies import KINK_MARGIN, cases
+
+from conftest import ROOT, run_opzoo
+from wrong_ops import WRONG
+
+
+@pytest.fixture(scope="module")
+def wrong_registry():
+    reg = opzoo.Registry()
+    for name, (cls, _, _) in WRONG.items():
+        reg.register(cls, name=name)
+    return reg
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_each_wrong_op_is_caught_by_the_right_property(wrong_registry, name):
+    """Each deliberately wrong op fails its property, and the report shows a counterexample."""
+    _, prop, phrase = WRONG[name]
+    result = check_property(wrong_registry.info(name), prop, profile="ci")
+    assert result.status == "fail", result
+    report = result.report()
+    assert phrase in report
+    assert "example:" in report and "values:" in report and "reproduce:" in report
+
+
+def test_gradient_failure_shows_numerical_vs_analytic(wrong_registry):
+    """A wrong gradient is reported where numerical and analytic differ most."""
+    result = check_property(wrong_registry.info("wrong_part"), "gradient", profile="ci")
+    assert result.worst is not None and result.worst["x"] > 2  # the bug lives on x > 2 only
+    assert not math.isclose(result.worst["numerical"], result.worst["analytic"], rel_tol=1e-3)
+    assert "numerical" in result.report() and "analytic" in result.report()
+
+
+def test_minimal_example_is_shrunk(wrong_registry):
+    """Hypothesis shrinks the counterexample: a wrong sign shows up on a single element."""
+    result = check_property(wrong_registry.info("wrong_sign"), "gradient", profile="ci")
+    assert math.prod(result.example["shape"]) == 1
+
+
+@pytest.mark.parametrize("prop", list(PROPERTIES))
+@pytest.mark.parametrize("name", opzoo.names())
+def test_every_registered_op_passes(name, prop):
+    """Every built-in and installed example-plugin op has every property."""
+    reg = opzoo.registry()
+    result = check_property(reg.info(name), prop, profile="ci", hook=reg.hook)
+    assert result.status in ("pass", "skip"), result.report()
+
+
+def test_cuda_is_skipped_not_failed_without_it():
+    """Without CUDA, the GPU variant of a property is skipped with the reason."""
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = check_property(opzoo.info("myrelu"), "gradient", device="cuda")
+    assert (result.status, result.reason) == ("skip", "CUDA is not available")
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=tensors(domain=(0.0, math.inf), kinks=(1.0, 2.0)))
+def test_tensors_respect_domain_kinks_and_layout(x):
+    """Drawn inputs are contiguous float64, 0-4 dims with sides 0-5, in the domain, off the kinks."""
+    assert x.dtype == torch.float64 and x.is_contiguous() and x.dim() <= 4
+    assert all(0 <= s <= 5 for s in x.shape)
+    if x.numel():
+        assert (x > 0).all()
+        assert ((x - 1).abs() >= KINK_MARGIN * 0.999).all() and ((x - 2).abs() >= KINK_MARGIN * 0.999).all()
+    else:
+        # contiguous strides, which gradcheck accepts (numpy's empties have zero strides)
+        assert x.stride() == torch.empty(x.shape).stride()
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=cases(opzoo.info("isru")))
+def test_params_are_drawn_from_declared_ranges(case):
+    """Op parameters are drawn inside their declared ranges."""
+    params, _ = case
+    assert 0.0 <= params["alpha"] <= 10.0
+
+
+def test_noncontiguous_keeps_values():
+    """noncontiguous() returns equal values in a non-contiguous layout."""
+    for t in (torch.arange(6.0).reshape(2, 3), torch.arange(4.0), torch.zeros(3, 1)):
+        nc = noncontiguous(t)
+        assert torch.equal(nc, t) and not nc.is_contiguous()
+
+
+def test_check_command_passes_builtin_ops():
+    """`opzoo check myrelu` prints the op x property table and exits 0."""
+    out = run_opzoo("check", "myrelu", "--profile", "ci")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "OP" in out.stdout and "gradient" in out.stdout and "passed, 0 failed" in out.stdout
+
+
+def test_check_command_fails_a_wrong_plugin_op_readably(broken_plugin_path):
+    """`opzoo check` on a plugin op with a wrong backward exits 1 with the counterexample."""
+    out = run_opzoo("check", "wrongsign", "-p", "gradient,kinks", "--profile", "ci",
+                    env={"PYTHONPATH": broken_plugin_path})
+    assert out.returncode == 1
+    assert "FAIL gradient[wrongsign]: Jacobian mismatch" in out.stdout
+    assert "example:" in out.stdout and "reproduce: opzoo check wrongsign --property gradient" in out.stdout
+
+
+def test_check_command_json_and_bad_input():
+    """--json gives machine-readable results; bad properties and counts are one-line errors."""
+    import json
+
+    out = run_opzoo("check", "myrelu", "-p", "kinks", "--json", "--device", "cpu")
+    data = json.loads(out.stdout)
+    assert [r["id"] for r in data["results"]] == ["kinks[myrelu]"] and out.returncode == 0
+    bad = run_opzoo("check", "myrelu", "--examples", "0")
+    assert bad.returncode == 2 and bad.stderr.startswith("opzoo: error: --examples")
+
+
+def test_pytest_plugin_from_a_plugins_own_directory():
+    """`pytest` inside plugins/opzoo-smooth runs its tests plus one opzoo test per op x property."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider"],
+                         cwd=ROOT / "plugins" / "opzoo-smooth", capture_output=True, text=True,
+                         env={**os.environ, "CI": "1"})
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "gradient[xlogx] PASSED" in out.stdout and "double_backward[isru] PASSED" in out.stdout
+    assert "test_ops.py::test_ops_come_from_this_distribution PASSED" in out.stdout
+
+
+def test_pytest_plugin_fails_a_wrong_op(broken_plugin_path, tmp_path):
+    """`pytest --opzoo=NAME` fails the wrong property with the report, and -k selects by id."""
+    env = {**os.environ, "PYTHONPATH": broken_plugin_path}
+    out = subprocess.run([sys.executable, "-m", "pytest", "--opzoo=wrongsign", "-k", "gradient",
+                          "-p", "no:cacheprovider", "--opzoo-profile", "ci"],
+                         cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert out.returncode == 1
+    assert "gradient[wrongsign]" in out.stdout and "Jacobian mismatch" in out.stdout
+    assert "1 failed" in out.stdout and "kinks[wrongsign]" not in out.stdout
+
+
+def test_pytest_plugin_is_inert_without_the_flag(tmp_path):
+    """Installed everywhere, the plugin adds nothing (and imports no torch) unless asked."""
+    (tmp_path / "test_x.py").write_text(
+        "import sys\ndef test_x():\n    assert 'torch' not in sys.modules\n")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout

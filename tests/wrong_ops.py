@@ -1,0 +1,164 @@
+"""Deliberately wrong ops: the property tests must catch each one with the right property."""
+
+
+import torch
+
+import opzoo
+
+
+class _ReLUBase(torch.autograd.Function):
+    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0}, double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        return x.clamp(min=0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0] >= 0)
+
+
+class WrongSign(_ReLUBase):
+    """Backward with the wrong sign."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return -grad * mask
+
+
+def _smooth_reference(x):
+    return torch.nn.functional.softplus(x)
+
+
+class WrongOnPartOfDomain(torch.autograd.Function):
+    """softplus whose gradient is off by a factor only for x > 2."""
+
+    opzoo_contract = opzoo.Contract(reference=_smooth_reference, double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        factor = torch.where(x > 2, 1.05, 1.0).to(x.dtype)
+        return grad * torch.sigmoid(x) * factor
+
+
+class IgnoresGradOutput(_ReLUBase):
+    """Returns the local derivative, forgetting to multiply by grad_output."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return mask.to(grad.dtype)
+
+
+class WrongAtKink(_ReLUBase):
+    """Declares gradient 1 at 0 but zeroes it there."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0] > 0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return grad * mask
+
+
+class MutatesInput(torch.autograd.Function):
+    """Computes ReLU in place on its input."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x >= 0)
+        return x.clamp_(min=0).clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return grad * mask
+
+
+class ContiguousGradOnly(_ReLUBase):
+    """Reads grad_output's memory as if it were contiguous."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        raw = torch.as_strided(grad, mask.shape, torch.empty(mask.shape).stride())
+        return raw * mask
+
+
+class WrongDtype(_ReLUBase):
+    """Always returns float32."""
+
+    @staticmethod
+    def forward(x):
+        return x.clamp(min=0).float()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return grad * mask
+
+
+class SilentlyWrongDoubleBackward(torch.autograd.Function):
+    """x^2 whose backward detaches x: the second derivative comes out zero, silently."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.square, double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        return x * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x.detach()
+
+
+class UndeclaredDoubleBackward(torch.autograd.Function):
+    """x^3 built from differentiable ops but not declaring double backward."""
+
+    opzoo_contract = opzoo.Contract(reference=lambda x: x**3)
+
+    @staticmethod
+    def forward(x):
+        return x**3
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3 * x * x
+
+
+# op name -> (class, the property that must fail, a phrase its report must contain)
+WRONG = {
+    "wrong_sign": (WrongSign, "gradient", "Jacobian mismatch"),
+    "wrong_part": (WrongOnPartOfDomain, "gradient", "Jacobian mismatch"),
+    "ignores_grad_output": (IgnoresGradOutput, "gradient", "not multiplied by grad_output"),
+    "wrong_at_kink": (WrongAtKink, "kinks", "at the kink x = 0"),
+    "mutates_input": (MutatesInput, "hygiene", "forward mutated its input"),
+    "contiguous_grad_only": (ContiguousGradOnly, "layout", "non-contiguous grad_output"),
+    "wrong_dtype": (WrongDtype, "hygiene", "output dtype is torch.float32"),
+    "silent_double_backward": (SilentlyWrongDoubleBackward, "double_backward", "with contiguous grad_output"),
+    "undeclared_double_backward": (UndeclaredDoubleBackward, "double_backward", "double backward is not declared"),
+}
