@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -61,6 +62,10 @@ def setup() -> None:
     for plugin in _plugins():
         editable += ["-e", str(plugin)]
     _pip("--no-build-isolation", *editable)
+    # An egg-info left in a source folder shadows the installed metadata (and so the entry points)
+    # whenever that folder is the current directory; the editable install does not need it.
+    for stale in [*ROOT.glob("*.egg-info"), *ROOT.glob("plugins/*/*.egg-info")]:
+        shutil.rmtree(stale, ignore_errors=True)
     STAMP.write_text(fingerprint)
 
 

@@ -156,6 +156,12 @@ def activation_module(name: str, act_args: Mapping[str, float]) -> torch.nn.Modu
     import opzoo
 
     spec = opzoo.info(name)
+    low, high = spec.contract.domain
+    if (low, high) != (-math.inf, math.inf):
+        raise ConfigError(
+            f"{spec.name!r} is defined on ({low:g}, {high:g}) only, but the hidden layer's "
+            "pre-activations take any real value; it cannot be the trainer's activation"
+        )
     return spec.build(**{k: v for k, v in act_args.items() if k in spec.params})
 
 

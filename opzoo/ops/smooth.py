@@ -1,0 +1,145 @@
+"""Smooth activations: SiLU, Mish, GELU (erf and tanh forms) and softsign. Each saves its input,
+as the native ops do, and builds backward from differentiable ops so double backward works."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from opzoo import Contract
+from opzoo.ops._opmath import opmath
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+_INV_SQRT_2 = 1 / math.sqrt(2)
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+_GELU_C = 0.044715
+
+
+class _SavesInput(torch.autograd.Function):
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        ctx.save_for_backward(inputs[0])
+
+    generate_vmap_rule = True
+
+
+class SiLU(_SavesInput):
+    """SiLU (swish): x * sigmoid(x)."""
+
+    opzoo_contract = Contract(reference=F.silu, double_backward=True,
+                              formula="x sigmoid(x)", derivative="s (1 + x (1 - s)), s = sigmoid(x)")
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return F.silu(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
+        if not ctx.needs_input_grad[0]:
+            return None
+        (x,) = ctx.saved_tensors
+        x = opmath(x)
+        s = torch.sigmoid(x)
+        # d/dx x sigmoid(x) = s (1 + x (1 - s)) = s + x s (1 - s)
+        return grad * (s * (1 + x * (1 - s))).to(grad.dtype)
+
+
+class Mish(_SavesInput):
+    """Mish: x * tanh(softplus(x))."""
+
+    opzoo_contract = Contract(reference=F.mish, double_backward=True,
+                              formula="x tanh(softplus(x))",
+                              derivative="t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x))")
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return F.mish(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
+        if not ctx.needs_input_grad[0]:
+            return None
+        (x,) = ctx.saved_tensors
+        x = opmath(x)
+        t = torch.tanh(F.softplus(x))
+        # d/dx x tanh(softplus(x)) = t + x sigmoid(x) (1 - t^2)
+        return grad * (t + x * torch.sigmoid(x) * (1 - t * t)).to(grad.dtype)
+
+
+class GELU(_SavesInput):
+    """GELU: x * Phi(x), Phi the standard normal CDF (the exact, erf form)."""
+
+    opzoo_contract = Contract(reference=F.gelu, double_backward=True,
+                              formula="x Phi(x)", derivative="Phi(x) + x phi(x)")
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
+        if not ctx.needs_input_grad[0]:
+            return None
+        (x,) = ctx.saved_tensors
+        x = opmath(x)
+        cdf = 0.5 * (1 + torch.erf(x * _INV_SQRT_2))
+        pdf = torch.exp(-0.5 * x * x) * _INV_SQRT_2PI
+        # d/dx x Phi(x) = Phi(x) + x phi(x)
+        return grad * (cdf + x * pdf).to(grad.dtype)
+
+
+class GELUTanh(_SavesInput):
+    """GELU, tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+
+    opzoo_contract = Contract(
+        reference=lambda x: F.gelu(x, approximate="tanh"),
+        double_backward=True,
+        formula="x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)",
+        derivative="(1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t = tanh(u)",
+    )
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x, approximate="tanh")
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
+        if not ctx.needs_input_grad[0]:
+            return None
+        (x,) = ctx.saved_tensors
+        x = opmath(x)
+        x2 = x * x
+        t = torch.tanh(_SQRT_2_OVER_PI * x * (1 + _GELU_C * x2))
+        # d/dx = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3c x^2)
+        du = _SQRT_2_OVER_PI * (1 + 3 * _GELU_C * x2)
+        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du).to(grad.dtype)
+
+
+class Softsign(_SavesInput):
+    """Softsign: x / (1 + |x|)."""
+
+    opzoo_contract = Contract(
+        reference=F.softsign,
+        # once differentiable everywhere; the second derivative jumps at 0, so inputs keep off it
+        kinks={0.0: 1.0},
+        double_backward=True,
+        formula="x / (1 + |x|)",
+        derivative="1 / (1 + |x|)^2",
+    )
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return F.softsign(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
+        if not ctx.needs_input_grad[0]:
+            return None
+        (x,) = ctx.saved_tensors
+        x = opmath(x)
+        d = 1 + x.abs()
+        # d/dx x / (1 + |x|) = 1 / (1 + |x|)^2
+        return grad / (d * d).to(grad.dtype)

@@ -1,0 +1,131 @@
+"""The built-in zoo: registration, contracts, torch.func, memory, the nn.Module path, the docs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import opzoo
+from opzoo._docs import ops_markdown
+from opzoo._memory import saved_bytes
+from opzoo.nn import Activation
+
+from conftest import ROOT, run_opzoo
+
+FUNCTIONS = ["myrelu", "leaky_relu", "elu", "selu", "softplus", "silu", "mish", "gelu", "gelu_tanh",
+             "hardtanh", "hardsigmoid", "hardswish", "softsign"]
+LEARNABLE = ["prelu", "swish_beta"]
+BUILTIN = opzoo.load(autoload=False)
+
+
+def test_builtin_ops_come_through_opzoos_own_entry_points():
+    """Every built-in op is registered by opzoo's pyproject entry points, like a plugin's."""
+    assert sorted(BUILTIN.names()) == sorted(FUNCTIONS + LEARNABLE)
+    for name in BUILTIN.names():
+        spec = BUILTIN.info(name)
+        assert (spec.source.dist, spec.source.via) == ("opzoo", "entry point")
+
+
+@pytest.mark.parametrize("name", FUNCTIONS + LEARNABLE)
+def test_full_contract(name):
+    """Each built-in declares a summary, a reference, formulas and double-backward support."""
+    spec = BUILTIN.info(name)
+    c = spec.contract
+    assert spec.summary and c.reference is not None and c.formula and c.derivative
+    assert c.double_backward
+    assert spec.kind == ("module" if name in LEARNABLE else "function")
+
+
+def _x(n=24):
+    x = torch.linspace(-4, 4, n, dtype=torch.float64)
+    return x + 0.0123  # keep clear of the kinks at integers
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_vmap_and_grad(name):
+    """Ops work under torch.func: vmap matches a loop, grad matches autograd."""
+    spec = BUILTIN.info(name)
+    x = _x().reshape(4, 6)
+    batched = torch.func.vmap(lambda t: spec.apply(t))(x)
+    torch.testing.assert_close(batched, torch.stack([spec.apply(row) for row in x]))
+    g = torch.func.grad(lambda t: spec.apply(t).sum())(x[0])
+    xr = x[0].clone().requires_grad_()
+    (expected,) = torch.autograd.grad(spec.apply(xr).sum(), xr)
+    torch.testing.assert_close(g, expected)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_saves_no_more_than_reference_plus_one_byte_per_element(name):
+    """Saved-for-backward bytes: at most the native reference's plus one byte per element."""
+    spec = BUILTIN.info(name)
+    x = torch.randn(1000, dtype=torch.float32)
+    ours = saved_bytes(lambda t: spec.apply(t), x)
+    ref = saved_bytes(lambda t: spec.contract.reference(t, **spec.contract.defaults()), x)
+    assert ours <= ref + x.numel(), (ours, ref)
+
+
+def test_myrelu_saves_one_byte_per_element():
+    """myrelu keeps the input's sign as a bool mask: 1 byte/element, not a 4-byte float copy."""
+    x = torch.randn(1000)
+    assert saved_bytes(lambda t: opzoo.info("myrelu").apply(t), x) == 1000
+    assert saved_bytes(torch.relu, x) == 0  # relu's saved output is the output itself
+
+
+def test_activation_module_in_sequential():
+    """opzoo.nn.Activation turns any op into an nn.Module with its name and params in the repr."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), Activation("leaky_relu", negative_slope=0.1))
+    assert "Activation('leaky_relu', negative_slope=0.1)" in repr(model)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(model(x), torch.nn.functional.leaky_relu(model[0](x), 0.1))
+    with pytest.raises(opzoo.ParamError):
+        Activation("leaky_relu", negative_slope=2.0)
+
+
+def test_learnable_activation_has_parameters_and_trains():
+    """A learnable op's parameters are trained by the trainer."""
+    act = BUILTIN.info("prelu").build(init_slope=0.25)
+    assert [n for n, _ in act.named_parameters()] == ["slope"]
+    result = opzoo.train(activation="prelu", steps=40, d_in=40, hidden=16, lr=3e-6, seed=1)
+    assert "act.slope" in result.weights and result.weights["act.slope"].item() != 0.25
+    assert result.final_loss < result.losses[0]
+    wrapped = Activation("swish_beta", init_beta=2.0)
+    assert [n for n, _ in wrapped.named_parameters()] == ["inner.beta"]
+
+
+def test_learnable_property_checks_cover_their_parameters():
+    """The gradient property checks gradients with respect to a learnable op's parameters too."""
+    from opzoo.testing import bind
+
+    op = bind(BUILTIN.info("swish_beta"), {"init_beta": 1.5})
+    assert len(op.extras) == 1 and len(op.inputs(_x())) == 2
+
+
+@pytest.mark.parametrize("name", FUNCTIONS + LEARNABLE + ["bentid", "isru"])
+def test_every_op_trains(name):
+    """`opzoo train --activation X` trains with every built-in and example-plugin op."""
+    result = opzoo.train(activation=name, steps=40, d_in=40, hidden=16, seed=1, lr=3e-6)
+    assert all(math.isfinite(v) for v in result.losses)
+    assert result.final_loss < result.losses[0]
+
+
+def test_ops_with_a_restricted_domain_are_refused_by_the_trainer():
+    """An op defined on (0, inf) cannot take a hidden layer's pre-activations: a clear error."""
+    out = run_opzoo("train", "--activation", "xlogx")
+    assert out.returncode == 2
+    assert out.stderr == ("opzoo: error: 'xlogx' is defined on (0, inf) only, but the hidden layer's "
+                          "pre-activations take any real value; it cannot be the trainer's activation\n")
+
+
+def test_train_cli_with_a_plugin_op():
+    """The CLI trains with an op from an example plugin package."""
+    out = run_opzoo("train", "--activation", "bentid", "--steps", "100", "--d-in", "50")
+    assert out.returncode == 0 and out.stdout.startswith("99 ")
+
+
+def test_ops_reference_is_fresh():
+    """docs/ops.md is what `opzoo --no-autoload list --format markdown` generates now."""
+    assert (ROOT / "docs" / "ops.md").read_text() == ops_markdown(BUILTIN) + "\n", (
+        "docs/ops.md is stale: run `opzoo --no-autoload list --format markdown > docs/ops.md`"
+    )
