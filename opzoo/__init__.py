@@ -24,7 +24,8 @@ from opzoo.exceptions import (
 from opzoo.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from opzoo._trainer import TrainConfig, TrainResult, train
+    from opzoo import nn, testing
+    from opzoo._trainer import TrainConfig, TrainResult, compare, train
 
 __version__ = "0.1.0"
 
@@ -46,14 +47,17 @@ __all__ = [
     "Source",
     "TrainConfig",
     "TrainResult",
+    "compare",
     "failures",
     "get",
     "hookimpl",
     "info",
     "load",
     "names",
+    "nn",
     "register",
     "registry",
+    "testing",
     "train",
 ]
 
@@ -97,7 +101,7 @@ def __getattr__(attr: str) -> Any:
     # The trainer imports torch; load it only when asked for.
     import importlib
 
-    if attr in ("train", "TrainConfig", "TrainResult"):
+    if attr in ("train", "compare", "TrainConfig", "TrainResult"):
         return getattr(importlib.import_module("opzoo._trainer"), attr)
     if attr in ("nn", "testing"):
         return importlib.import_module(f"opzoo.{attr}")

@@ -319,6 +319,7 @@ def _run_train(args: argparse.Namespace) -> int:
                          [(r.label, f"{r.final_loss:.6g}", f"{r.steps_per_sec:.0f}") for r in results],
                          wrap_last=False))
     elif not args.quiet:
+        sys.stdout.flush()  # the loss lines first, then the summary on stderr
         r = results[0]
         print(f"opzoo: {r.label}: {r.steps_run} steps in {r.wall_time:.2f} s "
               f"({r.steps_per_sec:.0f} steps/s), final loss {r.final_loss:.6g}", file=sys.stderr)

@@ -47,7 +47,7 @@ class DuplicateOpError(OpZooError, LookupError):
 
     def __init__(self, name: str, sources: Sequence[str]) -> None:
         self.name = name
-        self.sources = tuple(sources)
+        self.sources = tuple(sorted(sources))
         qualified = ", ".join(f"{s}:{name}" for s in self.sources)
         super().__init__(
             f"op {name!r} is offered by {' and '.join(repr(s) for s in self.sources)}; "

@@ -141,6 +141,7 @@ def check_property(
         else:
             text = str(cause).strip().splitlines()
             reason = f"{type(cause).__name__}: {text[0] if text else ''}"
+        reason = reason.strip() or f"{type(cause).__name__} (no message)"
         worst = getattr(cause, "details", {}).get("worst")
         return Result(spec.name, prop, device, "fail", reason, example, worst,
                       time.perf_counter() - began, _repro(spec, prop, example))

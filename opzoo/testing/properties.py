@@ -57,7 +57,14 @@ def bind(spec: OpSpec, params: dict[str, float], *, dtype: torch.dtype = torch.f
     if spec.kind == "function":
         values = tuple(bound.values())
         return Bound(spec, bound, lambda x, *_: spec.target.apply(x, *values))
-    module = spec.target(**bound).to(device=device, dtype=dtype)
+    # Build in float64, so that a parameter initialised from a Python float keeps its exact value.
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        module = spec.target(**bound)
+    finally:
+        torch.set_default_dtype(previous)
+    module = module.to(device=device, dtype=dtype)
     names = tuple(n for n, _ in module.named_parameters())
     tensors = tuple(p.detach() for _, p in module.named_parameters())
 
