@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from opzoo.ops._base import Op, composite, exp
 from opzoo import Contract, Param
 from opzoo.ops._opmath import opmath
 
@@ -20,11 +21,19 @@ def _elu_backward(grad: torch.Tensor, x: torch.Tensor, alpha: float, scale: floa
     # d/dx = scale for x > 0, else scale * alpha * exp(x). The output would give this as y + scale *
     # alpha, but that cancels catastrophically in bfloat16 (the property tests: 13% off at x = -4,
     # alpha = 9), so the input is saved, as torch's own elu does.
-    slope = torch.where(x > 0, scale, (scale * alpha) * torch.exp(opmath(x)))
-    return grad * slope.to(grad.dtype)
+    if composite():
+        slope = torch.where(x > 0, scale, (scale * alpha) * torch.exp(opmath(x)))
+        return grad * slope.to(grad.dtype)
+    # Float passes only: e = exp(min(x, 0)) is exp(x) for x <= 0 and 1 for x > 0, so
+    # slope = scale * (alpha * e + (1 - alpha) * [x > 0]), the indicator being e masked to x > 0.
+    e = exp(opmath(x).clamp(max=0))
+    slope = e.mul(scale * alpha)
+    if alpha != 1:
+        slope.add_(torch.ops.aten.threshold_backward(e, opmath(x), 0), alpha=scale * (1 - alpha))
+    return slope.mul_(grad).to(grad.dtype)
 
 
-class ELU(torch.autograd.Function):
+class ELU(Op):
     """ELU: x for x > 0, alpha * (exp(x) - 1) otherwise."""
 
     opzoo_contract = Contract(
@@ -52,10 +61,9 @@ class ELU(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         return _elu_backward(grad, x, ctx.alpha, 1.0), None
 
-    generate_vmap_rule = True
 
 
-class SELU(torch.autograd.Function):
+class SELU(Op):
     """SELU: scale * ELU(x, alpha) with the self-normalising constants."""
 
     opzoo_contract = Contract(
@@ -81,10 +89,9 @@ class SELU(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         return _elu_backward(grad, x, SELU_ALPHA, SELU_SCALE)
 
-    generate_vmap_rule = True
 
 
-class Softplus(torch.autograd.Function):
+class Softplus(Op):
     """Softplus: log(1 + exp(beta * x)) / beta, linear where beta * x > threshold."""
 
     opzoo_contract = Contract(
@@ -116,7 +123,11 @@ class Softplus(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         bx = opmath(x) * ctx.beta
         # d/dx softplus(x) = sigmoid(beta x), and 1 where the op is linear
-        slope = torch.where(bx > ctx.threshold, 1.0, torch.sigmoid(bx))
-        return grad * slope.to(grad.dtype), None, None
+        if composite():
+            slope = torch.where(bx > ctx.threshold, 1.0, torch.sigmoid(bx))
+            return grad * slope.to(grad.dtype), None, None
+        s = torch.sigmoid(bx)
+        # past the threshold add 1 - s (exact for s >= 1/2), so the slope is exactly 1 there
+        s.add_(torch.ops.aten.threshold_backward(1 - s, bx, ctx.threshold))
+        return s.mul_(grad).to(grad.dtype), None, None
 
-    generate_vmap_rule = True
