@@ -72,3 +72,21 @@ def test_python_dash_m_runs():
     """`python -m opzoo` is the same command."""
     out = run_opzoo("list")
     assert out.returncode == 0 and "myrelu" in out.stdout
+
+
+def test_bench_quick_smoke():
+    """`opzoo bench --quick` runs every section at tiny sizes (numbers only; no thresholds)."""
+    out = run_opzoo("--no-autoload", "bench", "--quick", "--json", timeout=600)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["rows"]
+    assert {r["section"] for r in rows} == {"op speed", "saved memory", "trainer", "start-up"}
+    assert all(r["ours"] >= 0 and r["baseline"] >= 0 for r in rows)
+    mine = {r["name"]: r for r in rows if r["section"] == "saved memory"}
+    assert mine["leaky_relu"]["ours"] == 0 and mine["myrelu"]["ours"] == 4
+
+
+def test_bench_bad_input():
+    """Bad bench options are one-line errors."""
+    for args, message in ((["--sizes", "1,x"], "--sizes takes"), (["--repeat", "0"], "--repeat must")):
+        out = run_opzoo("bench", *args)
+        assert out.returncode == 2 and out.stderr.startswith("opzoo: error: " + message)

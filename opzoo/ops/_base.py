@@ -36,6 +36,12 @@ def composite() -> bool:
     return torch.is_grad_enabled() or torch.compiler.is_compiling()
 
 
-def exp(x: torch.Tensor) -> torch.Tensor:
-    """exp(x) as exp2(x log2 e): the same values, but 4x faster on this CPU (72 vs 313 us at 1M)."""
-    return torch.exp2(x * 1.4426950408889634)
+LOG2_E = 1.4426950408889634
+
+
+def exp_(t: torch.Tensor) -> torch.Tensor:
+    """exp(t) in place, as exp2(t log2 e): 4x faster than exp on this CPU (72 vs 313 us at 1M).
+
+    ``t`` must be a fresh tensor the caller owns.
+    """
+    return t.mul_(LOG2_E).exp2_()

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from opzoo.ops._base import Op, composite, exp
+from opzoo.ops._base import Op, composite, exp_
 from opzoo import Contract, Param
 from opzoo.ops._opmath import opmath
 
@@ -26,10 +26,13 @@ def _elu_backward(grad: torch.Tensor, x: torch.Tensor, alpha: float, scale: floa
         return grad * slope.to(grad.dtype)
     # Float passes only: e = exp(min(x, 0)) is exp(x) for x <= 0 and 1 for x > 0, so
     # slope = scale * (alpha * e + (1 - alpha) * [x > 0]), the indicator being e masked to x > 0.
-    e = exp(opmath(x).clamp(max=0))
+    xo = opmath(x)
+    e = exp_(xo.clamp(max=0))
+    if alpha == 1 and scale == 1:
+        return e.mul_(grad).to(grad.dtype)
     slope = e.mul(scale * alpha)
     if alpha != 1:
-        slope.add_(torch.ops.aten.threshold_backward(e, opmath(x), 0), alpha=scale * (1 - alpha))
+        slope.add_(torch.ops.aten.threshold_backward(e, xo, 0), alpha=scale * (1 - alpha))
     return slope.mul_(grad).to(grad.dtype)
 
 
