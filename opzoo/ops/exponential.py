@@ -124,7 +124,7 @@ class Softplus(Op):
         if not ctx.needs_input_grad[0]:
             return None, None, None
         (x,) = ctx.saved_tensors
-        bx = opmath(x) * ctx.beta
+        bx = opmath(x) * ctx.beta if ctx.beta != 1 else opmath(x)
         # d/dx softplus(x) = sigmoid(beta x), and 1 where the op is linear
         if composite():
             slope = torch.where(bx > ctx.threshold, 1.0, torch.sigmoid(bx))
