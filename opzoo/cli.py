@@ -20,7 +20,16 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one ``opzoo: error: …`` line, not a usage dump."""
 
     def error(self, message: str) -> Any:  # type: ignore[override]
+        import difflib
+        import re
+
         hint = f" (see '{self.prog} --help')"
+        bad = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if bad:
+            choices = re.findall(r"'([^']*)'", bad.group(2)) or bad.group(2).split(", ")
+            close = difflib.get_close_matches(bad.group(1), choices, n=1)
+            if close:
+                hint = f"; did you mean {close[0]!r}?" + hint
         raise _UsageError(message + hint)
 
 

@@ -32,6 +32,7 @@ def test_help_does_not_import_torch():
     "argv, message",
     [
         (["lst"], "invalid choice: 'lst'"),
+        (["trian"], "did you mean 'train'?"),
         (["info", "myrelx"], "no op named 'myrelx'; did you mean 'myrelu'"),
         (["list", "--bogus"], "unrecognized arguments: --bogus"),
         (["info"], "the following arguments are required: name"),

@@ -128,6 +128,37 @@ def test_quiet_prints_nothing():
     assert out.returncode == 0 and out.stdout == "" and out.stderr == ""
 
 
+def test_progress_bar_on_a_terminal_only():
+    """On a terminal the trainer draws a progress bar; piped, it prints only the loss lines."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    # a new pseudo-terminal is 0 columns wide, and tqdm draws nothing in 0 columns
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "opzoo", "train", "--steps", "200", "--d-in", "50"],
+                            stdout=follower, stderr=follower, close_fds=True)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=120) == 0
+    shown = b"".join(chunks).decode(errors="replace")
+    assert "step/s" in shown or "s/step" in shown, shown  # tqdm's rate
+    assert "99 " in shown and "199 " in shown
+    piped = run_opzoo("train", "--steps", "200", "--d-in", "50")
+    assert piped.stdout.splitlines()[0].startswith("99 ") and "step/s" not in piped.stdout
+
+
 def test_progress_bar_runs():
     """The progress bar (tqdm) does not change the results."""
     cfg = _trainer.TrainConfig(**SMALL)
