@@ -31,8 +31,11 @@ TORCH = os.environ.get("OPZOO_TORCH", "torch==2.13.0")
 
 
 def _plugins() -> list[Path]:
-    return sorted(p for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file()
-                  and not (p / ".test-only").exists())
+    return sorted(
+        p
+        for p in (ROOT / "plugins").iterdir()
+        if (p / "pyproject.toml").is_file() and not (p / ".test-only").exists()
+    )
 
 
 def _fingerprint() -> str:

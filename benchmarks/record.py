@@ -20,8 +20,11 @@ MARK = "<!-- notes -->"
 
 
 def main(argv: list[str]) -> int:
-    out = subprocess.run([sys.executable, "-m", "opzoo", "--no-autoload", "bench", "--json", *argv],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "opzoo", "--no-autoload", "bench", "--json", *argv],
+        capture_output=True,
+        text=True,
+    )
     if out.returncode != 0:
         sys.stderr.write(out.stderr)
         return out.returncode
@@ -41,11 +44,17 @@ def main(argv: list[str]) -> int:
     for row in data["rows"]:
         sections.setdefault(row["section"], []).append(row)
     for section, rows in sections.items():
-        lines += [f"## {section}", "", "| op / what | size | opzoo | baseline | ratio | target |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            f"## {section}",
+            "",
+            "| op / what | size | opzoo | baseline | ratio | target |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in rows:
-            lines.append(f"| {r['name']} | {r['detail']} | {r['ours']:.4g} {r['unit']} | "
-                         f"{r['baseline']:.4g} {r['unit']} | {r['ratio']:.2f}x | {r['target'] or '-'} |")
+            lines.append(
+                f"| {r['name']} | {r['detail']} | {r['ours']:.4g} {r['unit']} | "
+                f"{r['baseline']:.4g} {r['unit']} | {r['ratio']:.2f}x | {r['target'] or '-'} |"
+            )
             if r.get("imports"):
                 lines.append(f"| | {r['imports']} | | | | |")
         lines.append("")

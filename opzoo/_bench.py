@@ -41,12 +41,21 @@ class Row:
         return self.ours / self.baseline if self.baseline else float("inf") if self.ours else 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"section": self.section, "name": self.name, "detail": self.detail, "ours": self.ours,
-                "baseline": self.baseline, "unit": self.unit, "ratio": self.ratio, **self.extra}
+        return {
+            "section": self.section,
+            "name": self.name,
+            "detail": self.detail,
+            "ours": self.ours,
+            "baseline": self.baseline,
+            "unit": self.unit,
+            "ratio": self.ratio,
+            **self.extra,
+        }
 
 
-def paired_medians(a: Callable[[], Any], b: Callable[[], Any], *, repeat: int, warmup: int = 3,
-                   min_time: float = 0.0) -> tuple[float, float]:
+def paired_medians(
+    a: Callable[[], Any], b: Callable[[], Any], *, repeat: int, warmup: int = 3, min_time: float = 0.0
+) -> tuple[float, float]:
     """Time ``a`` and ``b`` alternately; return their median seconds per call."""
     for _ in range(warmup):
         a()
@@ -64,7 +73,9 @@ def paired_medians(a: Callable[[], Any], b: Callable[[], Any], *, repeat: int, w
     return statistics.median(ta), statistics.median(tb)
 
 
-def _fwd_bwd(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, g: torch.Tensor) -> Callable[[], Any]:
+def _fwd_bwd(
+    fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, g: torch.Tensor
+) -> Callable[[], Any]:
     def run() -> Any:
         y = fn(x)
         return torch.autograd.grad(y, x, g)
@@ -87,7 +98,9 @@ def _sync(device: torch.device) -> Callable[[Callable[[], Any]], Callable[[], An
     return wrap
 
 
-def bench_ops(specs: Sequence[OpSpec], sizes: Sequence[int], *, repeat: int, devices: Sequence[str]) -> list[Row]:
+def bench_ops(
+    specs: Sequence[OpSpec], sizes: Sequence[int], *, repeat: int, devices: Sequence[str]
+) -> list[Row]:
     """Forward+backward time of each op vs its reference, per size and device (float32)."""
     rows = []
     for device_name in devices:
@@ -105,8 +118,17 @@ def bench_ops(specs: Sequence[OpSpec], sizes: Sequence[int], *, repeat: int, dev
                 ref = sync(_fwd_bwd(lambda t: spec.contract.reference(t, **params), x, g))
                 reps = repeat if n < 5_000_000 else max(3, repeat // 4)
                 t_ours, t_ref = paired_medians(ours, ref, repeat=reps, min_time=0.05)
-                rows.append(Row("op speed", spec.name, f"{n:,} {device_name}", t_ours * 1e6, t_ref * 1e6, "us",
-                                {"builtin": spec.source.dist == "opzoo"}))
+                rows.append(
+                    Row(
+                        "op speed",
+                        spec.name,
+                        f"{n:,} {device_name}",
+                        t_ours * 1e6,
+                        t_ref * 1e6,
+                        "us",
+                        {"builtin": spec.source.dist == "opzoo"},
+                    )
+                )
     return rows
 
 
@@ -120,8 +142,17 @@ def bench_memory(specs: Sequence[OpSpec], n: int = 100_000) -> list[Row]:
         params = spec.contract.defaults()
         ours = saved_bytes(lambda t: spec.apply(t), x) / n
         ref = saved_bytes(lambda t: spec.contract.reference(t, **params), x) / n
-        rows.append(Row("saved memory", spec.name, "bytes/element", ours, ref, "B",
-                        {"over_reference": ours - ref, "builtin": spec.source.dist == "opzoo"}))
+        rows.append(
+            Row(
+                "saved memory",
+                spec.name,
+                "bytes/element",
+                ours,
+                ref,
+                "B",
+                {"over_reference": ours - ref, "builtin": spec.source.dist == "opzoo"},
+            )
+        )
     return rows
 
 
@@ -149,13 +180,15 @@ def bench_trainer(steps: int, repeat: int, quick: bool) -> list[Row]:
             return _seed_loop(fn, data, steps, cfg.lr)
 
         t_ours, t_hand = paired_medians(opzoo_run, hand_run, repeat=repeat, warmup=1)
-        rows.append(Row("trainer", name, f"{steps} steps, per step", t_ours / steps * 1e6,
-                        t_hand / steps * 1e6, "us"))
+        rows.append(
+            Row("trainer", name, f"{steps} steps, per step", t_ours / steps * 1e6, t_hand / steps * 1e6, "us")
+        )
     return rows
 
 
-def _seed_loop(act: Callable[[torch.Tensor], torch.Tensor], data: dict[str, torch.Tensor], steps: int,
-               lr: float) -> float:
+def _seed_loop(
+    act: Callable[[torch.Tensor], torch.Tensor], data: dict[str, torch.Tensor], steps: int, lr: float
+) -> float:
     """The seed program's loop, written by hand."""
     x, y = data["x"], data["y"]
     w1 = data["w1"].clone().requires_grad_()
@@ -176,6 +209,7 @@ def _seed_loop(act: Callable[[torch.Tensor], torch.Tensor], data: dict[str, torc
 
 def bench_startup(repeat: int) -> list[Row]:
     """Wall time of `opzoo --help` and `opzoo list`, each vs a bare `python -c pass`."""
+
     def timed(*args: str) -> Callable[[], Any]:
         return lambda: subprocess.run([sys.executable, *args], capture_output=True, check=True)
 
@@ -184,14 +218,22 @@ def bench_startup(repeat: int) -> list[Row]:
     for label, args in (("opzoo --help", ("-m", "opzoo", "--help")), ("opzoo list", ("-m", "opzoo", "list"))):
         t, t_bare = paired_medians(timed(*args), bare, repeat=repeat, warmup=1)
         rows.append(Row("start-up", label, "wall time vs python -c pass", t * 1e3, t_bare * 1e3, "ms"))
-    code = ("import sys, opzoo; from opzoo.cli import main; main(['list']); "
-            "mods = [m for m in sys.modules if m.startswith(('opzoo_bentid', 'opzoo_smooth'))]; "
-            "print('plugin modules imported:', sorted(mods), file=sys.stderr)")
+    code = (
+        "import sys, opzoo; from opzoo.cli import main; main(['list']); "
+        "mods = [m for m in sys.modules if m.startswith(('opzoo_bentid', 'opzoo_smooth'))]; "
+        "print('plugin modules imported:', sorted(mods), file=sys.stderr)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    names = subprocess.run([sys.executable, "-c",
-                            "import sys, opzoo; opzoo.names(); print(sorted(m for m in sys.modules if "
-                            "m.startswith(('torch', 'opzoo_bentid', 'opzoo_smooth.ops'))))"],
-                           capture_output=True, text=True)
+    names = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, opzoo; opzoo.names(); print(sorted(m for m in sys.modules if "
+            "m.startswith(('torch', 'opzoo_bentid', 'opzoo_smooth.ops'))))",
+        ],
+        capture_output=True,
+        text=True,
+    )
     rows[-1].extra["imports"] = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ""
     rows[-1].extra["names_imports"] = names.stdout.strip()
     return rows

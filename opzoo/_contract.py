@@ -38,9 +38,7 @@ class Param:
                 raise ParamError(f"parameter {name!r} must be a number, got {value!r}") from None
         value = float(value)
         if math.isnan(value) or not (self.low <= value <= self.high):
-            raise ParamError(
-                f"parameter {name!r} must lie in [{self.low:g}, {self.high:g}], got {value!r}"
-            )
+            raise ParamError(f"parameter {name!r} must lie in [{self.low:g}, {self.high:g}], got {value!r}")
         return value
 
 
@@ -115,9 +113,7 @@ def contract_of(target: Any) -> Contract:
     if contract is None:
         return Contract()
     if not isinstance(contract, Contract):
-        raise ContractError(
-            f"opzoo_contract must be an opzoo.Contract, got {type(contract).__name__}"
-        )
+        raise ContractError(f"opzoo_contract must be an opzoo.Contract, got {type(contract).__name__}")
     return contract
 
 
@@ -172,9 +168,7 @@ def _check_signature(contract: Contract, forward: Callable[..., Any]) -> None:
     except (TypeError, ValueError):
         return
     names = [
-        p.name
-        for p in sig.parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     if any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values()):
         return

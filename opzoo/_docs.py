@@ -25,20 +25,30 @@ def ops_markdown(registry: Registry) -> str:
     rows = []
     for spec in sorted(registry.load_all(), key=lambda s: s.name):
         c = spec.contract
-        params = ", ".join(f"`{n}`={_num(p.default)} in [{_num(p.low)}, {_num(p.high)}]"
-                           for n, p in c.params.items()) or "-"
+        params = (
+            ", ".join(
+                f"`{n}`={_num(p.default)} in [{_num(p.low)}, {_num(p.high)}]" for n, p in c.params.items()
+            )
+            or "-"
+        )
         kinks = ", ".join(f"{_num(k)} (grad {_num(g)})" for k, g in c.kinks_at().items()) or "-"
-        domain = "all reals" if c.domain == (-math.inf, math.inf) else f"({_num(c.domain[0])}, {_num(c.domain[1])})"
-        rows.append((
-            f"`{spec.name}`",
-            spec.kind,
-            f"`{c.formula}`" if c.formula else "-",
-            f"`{c.derivative}`" if c.derivative else "-",
-            params,
-            domain,
-            kinks,
-            "yes" if c.double_backward else "no",
-            ", ".join(c.dtypes),
-        ))
+        domain = (
+            "all reals"
+            if c.domain == (-math.inf, math.inf)
+            else f"({_num(c.domain[0])}, {_num(c.domain[1])})"
+        )
+        rows.append(
+            (
+                f"`{spec.name}`",
+                spec.kind,
+                f"`{c.formula}`" if c.formula else "-",
+                f"`{c.derivative}`" if c.derivative else "-",
+                params,
+                domain,
+                kinks,
+                "yes" if c.double_backward else "no",
+                ", ".join(c.dtypes),
+            )
+        )
     header = ("op", "kind", "formula", "derivative", "params", "domain", "kinks", "double backward", "dtypes")
     return HEADER + "\n" + markdown_table(header, rows) + "\n"

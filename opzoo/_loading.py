@@ -141,9 +141,7 @@ def _register_hook_plugin(
     sources[name] = source
 
 
-def _collect_hook_ops(
-    pm: pluggy.PluginManager, registry: Registry, sources: dict[str, Source]
-) -> None:
+def _collect_hook_ops(pm: pluggy.PluginManager, registry: Registry, sources: dict[str, Source]) -> None:
     """Call each plugin's ``opzoo_ops`` on its own, so that one that raises harms no other."""
     for impl in pm.hook.opzoo_ops.get_hookimpls():
         source = sources.get(impl.plugin_name, Source(entry_point=impl.plugin_name, via="hook"))

@@ -148,9 +148,8 @@ def make_spec(name: str, target: Any, source: Source) -> OpSpec:
         kind = "function"
         if target.forward is torch.autograd.Function.forward:
             raise ContractError(f"{target.__qualname__} does not define forward")
-        if (
-            target.backward is torch.autograd.Function.backward
-            and getattr(target, "vjp", None) is getattr(torch.autograd.Function, "vjp", None)
+        if target.backward is torch.autograd.Function.backward and getattr(target, "vjp", None) is getattr(
+            torch.autograd.Function, "vjp", None
         ):
             raise ContractError(f"{target.__qualname__} does not define backward")
         forward = target.forward
@@ -232,9 +231,7 @@ class Registry:
         """Record a plugin failure that is not tied to a single offer."""
         self._failures.append(failure)
 
-    def register(
-        self, target: type | None = None, *, name: str | None = None
-    ) -> Any:
+    def register(self, target: type | None = None, *, name: str | None = None) -> Any:
         """Register an op in-process; usable as ``register(Fn)`` or as a decorator.
 
         The op is validated at once. A name already taken raises :class:`DuplicateOpError`, except
@@ -364,5 +361,3 @@ class Registry:
                     }
                 )
         return rows
-
-

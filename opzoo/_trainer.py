@@ -58,8 +58,10 @@ class TrainConfig:
             raise ConfigError(f"checkpoint-every must be a positive integer, got {self.checkpoint_every!r}")
         if self.checkpoint_every is not None and self.checkpoint is None:
             raise ConfigError("checkpoint-every needs --checkpoint PATH")
-        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) or not (
-            math.isfinite(self.lr) and self.lr > 0
+        if (
+            isinstance(self.lr, bool)
+            or not isinstance(self.lr, (int, float))
+            or not (math.isfinite(self.lr) and self.lr > 0)
         ):
             raise ConfigError(f"lr must be a positive finite number, got {self.lr!r}")
         if self.dtype not in DTYPES:

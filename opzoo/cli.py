@@ -87,9 +87,13 @@ def _add_list(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list registered ops and broken plugins")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON")
-    fmt.add_argument("--format", choices=("table", "markdown", "names"), default="table",
-                     help="table (default), markdown (the ops reference in docs/ops.md), or names "
-                     "only (imports no plugin)")
+    fmt.add_argument(
+        "--format",
+        choices=("table", "markdown", "names"),
+        default="table",
+        help="table (default), markdown (the ops reference in docs/ops.md), or names "
+        "only (imports no plugin)",
+    )
     return p
 
 
@@ -117,8 +121,9 @@ def _run_list(args: argparse.Namespace) -> int:
     )
     broken = sum(r["status"] != "ok" for r in rows)
     if broken:
-        print(f"\n{broken} problem(s); 'opzoo info NAME' shows one, --strict makes them errors",
-              file=sys.stderr)
+        print(
+            f"\n{broken} problem(s); 'opzoo info NAME' shows one, --strict makes them errors", file=sys.stderr
+        )
     return EXIT_OK
 
 
@@ -156,13 +161,25 @@ def _add_check(sub: Any) -> argparse.ArgumentParser:
         "gradient, double_backward, reference, layout, hygiene, kinks, compile. Exits 1 if any fails.",
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="ops to check (default: all)")
-    p.add_argument("--property", "-p", action="append", metavar="PROP",
-                   help="check only these properties (repeatable or comma-separated)")
+    p.add_argument(
+        "--property",
+        "-p",
+        action="append",
+        metavar="PROP",
+        help="check only these properties (repeatable or comma-separated)",
+    )
     p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples per property")
-    p.add_argument("--profile", choices=("ci", "dev", "thorough"),
-                   help="hypothesis profile (default: ci when $CI is set, else dev)")
-    p.add_argument("--device", choices=("cpu", "cuda", "all"), default="all",
-                   help="where to run (default: all; cuda is skipped without CUDA)")
+    p.add_argument(
+        "--profile",
+        choices=("ci", "dev", "thorough"),
+        help="hypothesis profile (default: ci when $CI is set, else dev)",
+    )
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda", "all"),
+        default="all",
+        help="where to run (default: all; cuda is skipped without CUDA)",
+    )
     p.add_argument("--json", action="store_true", help="print results as JSON")
     return p
 
@@ -184,12 +201,18 @@ def _run_check(args: argparse.Namespace) -> int:
     for spec in specs:
         if not args.json:
             print(f"checking {spec.name} ...", file=sys.stderr, flush=True)
-        results += check(spec, props or None, devices=devices, profile=args.profile,
-                         examples=args.examples, hook=reg.hook)
+        results += check(
+            spec, props or None, devices=devices, profile=args.profile, examples=args.examples, hook=reg.hook
+        )
     failed = [r for r in results if r.status == "fail"]
     if args.json:
-        print(json.dumps({"results": [r.to_dict() for r in results],
-                          "broken": [str(f) for f in broken]}, indent=2, default=str))
+        print(
+            json.dumps(
+                {"results": [r.to_dict() for r in results], "broken": [str(f) for f in broken]},
+                indent=2,
+                default=str,
+            )
+        )
         return EXIT_FAILED if failed or broken else EXIT_OK
     _print_check_table(results, devices)
     skipped = {}
@@ -197,15 +220,21 @@ def _run_check(args: argparse.Namespace) -> int:
         if r.status == "skip":
             skipped.setdefault(r.reason, []).append(r.id)
     for reason, ids in skipped.items():
-        print(f"skipped: {reason}: {len(ids)} check(s)" if len(ids) > 3 else f"skipped: {reason}: {', '.join(ids)}")
+        print(
+            f"skipped: {reason}: {len(ids)} check(s)"
+            if len(ids) > 3
+            else f"skipped: {reason}: {', '.join(ids)}"
+        )
     for failure in broken:
         print(f"BROKEN {failure}")
     for r in failed:
         print()
         print(r.report())
     passed = sum(r.status == "pass" for r in results)
-    print(f"\n{passed} passed, {len(failed)} failed, {len(results) - passed - len(failed)} skipped"
-          + (f", {len(broken)} broken plugin(s)" if broken else ""))
+    print(
+        f"\n{passed} passed, {len(failed)} failed, {len(results) - passed - len(failed)} skipped"
+        + (f", {len(broken)} broken plugin(s)" if broken else "")
+    )
     return EXIT_FAILED if failed or broken else EXIT_OK
 
 
@@ -240,8 +269,9 @@ def _add_bench(sub: Any) -> argparse.ArgumentParser:
         "time per step vs a hand-written loop, and start-up time. Prints ratios; asserts nothing.",
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="ops to measure (default: all)")
-    p.add_argument("--section", action="append", choices=_SECTIONS,
-                   help="measure only these (repeatable; default: all)")
+    p.add_argument(
+        "--section", action="append", choices=_SECTIONS, help="measure only these (repeatable; default: all)"
+    )
     p.add_argument("--sizes", metavar="N,N,...", help="element counts for op speed")
     p.add_argument("--repeat", type=int, default=None, help="timed repetitions per measurement")
     p.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: a smoke test")
@@ -275,19 +305,41 @@ def _run_bench(args: argparse.Namespace) -> int:
     if "memory" in sections:
         rows += _bench.bench_memory(specs, n=1_000 if args.quick else 100_000)
     if "trainer" in sections:
-        rows += _bench.bench_trainer(steps=20 if args.quick else 500, repeat=max(3, repeat // 4), quick=args.quick)
+        rows += _bench.bench_trainer(
+            steps=20 if args.quick else 500, repeat=max(3, repeat // 4), quick=args.quick
+        )
     if "startup" in sections:
         rows += _bench.bench_startup(repeat=3 if args.quick else 7)
     if args.json:
-        print(json.dumps({"machine": _bench.machine(),
-                          "rows": [r.to_dict() | {"target": _bench.verdict(r)} for r in rows]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "machine": _bench.machine(),
+                    "rows": [r.to_dict() | {"target": _bench.verdict(r)} for r in rows],
+                },
+                indent=2,
+            )
+        )
         return EXIT_OK
     from opzoo._table import text_table
 
-    table = [(r.section, r.name, r.detail, f"{r.ours:.4g} {r.unit}", f"{r.baseline:.4g} {r.unit}",
-              f"{r.ratio:.2f}x", _bench.verdict(r)) for r in rows]
-    print(text_table(("SECTION", "NAME", "SIZE / WHAT", "OPZOO", "BASELINE", "RATIO", "TARGET"), table,
-                     wrap_last=False))
+    table = [
+        (
+            r.section,
+            r.name,
+            r.detail,
+            f"{r.ours:.4g} {r.unit}",
+            f"{r.baseline:.4g} {r.unit}",
+            f"{r.ratio:.2f}x",
+            _bench.verdict(r),
+        )
+        for r in rows
+    ]
+    print(
+        text_table(
+            ("SECTION", "NAME", "SIZE / WHAT", "OPZOO", "BASELINE", "RATIO", "TARGET"), table, wrap_last=False
+        )
+    )
     for r in rows:
         if r.extra.get("imports"):
             print(f"opzoo list: {r.extra['imports']}; opzoo.names() imports: {r.extra['names_imports']}")
@@ -308,11 +360,21 @@ def _add_train(sub: Any) -> argparse.ArgumentParser:
         "500 steps, lr 1e-6, sum of squared errors) with any registered op as its activation. With "
         "no options it is the seed program; it prints 't loss' every --log-every steps.",
     )
-    p.add_argument("--activation", "-a", default=S, metavar="NAME[,NAME...]",
-                   help="registered op(s), or torch:NAME as a native baseline; several are compared on "
-                   "the same data and initial weights (default: myrelu)")
-    p.add_argument("--act-arg", action="append", default=S, metavar="KEY=VALUE",
-                   help="an op parameter, validated against the op's declared range (repeatable)")
+    p.add_argument(
+        "--activation",
+        "-a",
+        default=S,
+        metavar="NAME[,NAME...]",
+        help="registered op(s), or torch:NAME as a native baseline; several are compared on "
+        "the same data and initial weights (default: myrelu)",
+    )
+    p.add_argument(
+        "--act-arg",
+        action="append",
+        default=S,
+        metavar="KEY=VALUE",
+        help="an op parameter, validated against the op's declared range (repeatable)",
+    )
     p.add_argument("--seed", type=int, default=S, help="call torch.manual_seed(SEED) first")
     g = p.add_argument_group("network and schedule")
     g.add_argument("--batch", type=int, default=S, help="N, rows of x (default 64)")
@@ -322,20 +384,36 @@ def _add_train(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--steps", type=int, default=S, help="training steps (default 500)")
     g.add_argument("--lr", type=float, default=S, help="learning rate (default 1e-6)")
     g.add_argument("--log-every", type=int, default=S, help="print the loss every K steps (default 100)")
-    g.add_argument("--optimizer", default=S, metavar="{manual,sgd,adam}",
-                   help="manual: the seed's w -= lr * grad (default); sgd or adam from torch.optim")
+    g.add_argument(
+        "--optimizer",
+        default=S,
+        metavar="{manual,sgd,adam}",
+        help="manual: the seed's w -= lr * grad (default); sgd or adam from torch.optim",
+    )
     g.add_argument("--device", default=S, help="cpu or cuda[:N] (default: cuda when available)")
     g.add_argument("--dtype", default=S, metavar="{float32,float64,bfloat16}", help="default float32")
-    g.add_argument("--compile", action="store_true", default=S,
-                   help="run forward, backward and update as one torch.compile graph (seed 003)")
+    g.add_argument(
+        "--compile",
+        action="store_true",
+        default=S,
+        help="run forward, backward and update as one torch.compile graph (seed 003)",
+    )
     g.add_argument("--compile-backend", default=S, help="torch.compile backend (default inductor)")
     c = p.add_argument_group("checkpoints")
-    c.add_argument("--checkpoint", metavar="PATH", default=S,
-                   help="write weights, optimizer, step and RNG here atomically, at the end and every "
-                   "--checkpoint-every steps")
+    c.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        default=S,
+        help="write weights, optimizer, step and RNG here atomically, at the end and every "
+        "--checkpoint-every steps",
+    )
     c.add_argument("--checkpoint-every", type=int, metavar="K", default=S)
-    c.add_argument("--resume", metavar="PATH", default=S,
-                   help="continue from a checkpoint, with its settings unless given here")
+    c.add_argument(
+        "--resume",
+        metavar="PATH",
+        default=S,
+        help="continue from a checkpoint, with its settings unless given here",
+    )
     o = p.add_argument_group("output")
     o.add_argument("--quiet", "-q", action="store_true", help="print no loss lines and no progress bar")
     o.add_argument("--json", action="store_true", help="print the result as JSON instead")
@@ -344,9 +422,24 @@ def _add_train(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-_TRAIN_OPTIONS = ("seed", "batch", "d_in", "hidden", "d_out", "steps", "lr", "log_every", "optimizer",
-                  "device", "dtype", "compile", "compile_backend", "checkpoint", "checkpoint_every",
-                  "resume")
+_TRAIN_OPTIONS = (
+    "seed",
+    "batch",
+    "d_in",
+    "hidden",
+    "d_out",
+    "steps",
+    "lr",
+    "log_every",
+    "optimizer",
+    "device",
+    "dtype",
+    "compile",
+    "compile_backend",
+    "checkpoint",
+    "checkpoint_every",
+    "resume",
+)
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -394,14 +487,21 @@ def _run_train(args: argparse.Namespace) -> int:
         from opzoo._table import text_table
 
         print()
-        print(text_table(("ACTIVATION", "FINAL LOSS", "STEPS/S"),
-                         [(r.label, f"{r.final_loss:.6g}", f"{r.steps_per_sec:.0f}") for r in results],
-                         wrap_last=False))
+        print(
+            text_table(
+                ("ACTIVATION", "FINAL LOSS", "STEPS/S"),
+                [(r.label, f"{r.final_loss:.6g}", f"{r.steps_per_sec:.0f}") for r in results],
+                wrap_last=False,
+            )
+        )
     elif not args.quiet:
         sys.stdout.flush()  # the loss lines first, then the summary on stderr
         r = results[0]
-        print(f"opzoo: {r.label}: {r.steps_run} steps in {r.wall_time:.2f} s "
-              f"({r.steps_per_sec:.0f} steps/s), final loss {r.final_loss:.6g}", file=sys.stderr)
+        print(
+            f"opzoo: {r.label}: {r.steps_run} steps in {r.wall_time:.2f} s "
+            f"({r.steps_per_sec:.0f} steps/s), final loss {r.final_loss:.6g}",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

@@ -111,11 +111,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     props = [p.strip() for p in props_opt.split(",")] if props_opt else list(PROPERTIES)
     unknown = [p for p in props if p not in PROPERTIES]
     if unknown:
-        raise pytest.UsageError(f"--opzoo-property: unknown property {unknown[0]!r}; choose from {', '.join(PROPERTIES)}")
+        raise pytest.UsageError(
+            f"--opzoo-property: unknown property {unknown[0]!r}; choose from {', '.join(PROPERTIES)}"
+        )
     for name in dict.fromkeys(names):
         for prop in props:
             for device in DEVICES:
                 suffix = "" if device == "cpu" else f"-{device}"
                 items.append(
-                    OpzooItem.from_parent(session, name=f"{prop}[{name}{suffix}]", op=name, prop=prop, device=device)
+                    OpzooItem.from_parent(
+                        session, name=f"{prop}[{name}{suffix}]", op=name, prop=prop, device=device
+                    )
                 )

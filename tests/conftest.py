@@ -17,7 +17,11 @@ def run_opzoo(*args: str, env: dict[str, str] | None = None, timeout: float = 30
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "opzoo", *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout, **kw,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        **kw,
     )
 
 
@@ -26,9 +30,20 @@ def broken_plugin_path(tmp_path_factory) -> str:
     """Install plugins/opzoo-broken-fixtures into a private folder; return it for PYTHONPATH."""
     target = tmp_path_factory.mktemp("broken-site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--disable-pip-version-check", "--target", str(target),
-         str(ROOT / "plugins" / "opzoo-broken-fixtures")],
-        check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(ROOT / "plugins" / "opzoo-broken-fixtures"),
+        ],
+        check=True,
+        capture_output=True,
     )
     return str(target)

@@ -7,10 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import run_opzoo
 
 from opzoo.cli import main
-
-from conftest import run_opzoo
 
 
 def test_help_does_not_import_torch():

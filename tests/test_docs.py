@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import ROOT
 
 DOCS = ["function-vs-module.md", "trainer.md"]
@@ -30,9 +29,9 @@ def test_python_examples_run(doc, capsys):
 
 def test_readme_plugin_example_installs_and_checks(tmp_path):
     """The README's ten-line plugin, installed as a real distribution, is listed, checked and trained."""
+    import os
     import subprocess
     import sys
-    import os
 
     readme = (ROOT / "README.md").read_text()
     code = re.search(r"```python\n# my_ops.py\n(.*?)```", readme, flags=re.S).group(1)
@@ -42,16 +41,36 @@ def test_readme_plugin_example_installs_and_checks(tmp_path):
     (pkg / "my_ops.py").write_text(code)
     (pkg / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
-        '[project]\nname = "my-ops"\nversion = "0.1"\n[tool.setuptools]\npy-modules = ["my_ops"]\n' + toml)
+        '[project]\nname = "my-ops"\nversion = "0.1"\n[tool.setuptools]\npy-modules = ["my_ops"]\n' + toml
+    )
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--disable-pip-version-check", "--target", str(site), str(pkg)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(pkg),
+        ],
+        check=True,
+        capture_output=True,
+    )
     env = {**os.environ, "PYTHONPATH": str(site)}
-    run = lambda *a: subprocess.run([sys.executable, "-m", "opzoo", *a], capture_output=True, text=True, env=env)
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "opzoo", *args], capture_output=True, text=True, env=env)
+
     listing = run("list")
     assert "square" in listing.stdout and "my-ops 0.1" in listing.stdout
     check = run("check", "square", "--profile", "ci", "--device", "cpu")
     assert check.returncode == 0, check.stdout
-    train = run("train", "--activation", "square", "--steps", "5", "--d-in", "10", "--hidden", "4", "--lr", "1e-6")
+    train = run(
+        "train", "--activation", "square", "--steps", "5", "--d-in", "10", "--hidden", "4", "--lr", "1e-6"
+    )
     assert train.returncode == 0, train.stderr

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import fakeops
 import pytest
 
 import opzoo
 from opzoo._loading import Declared, installed
 from opzoo.exceptions import PluginError
-
-import fakeops
 
 
 def ops(name, value, dist="plug", version="1.0"):

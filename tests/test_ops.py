@@ -6,16 +6,28 @@ import math
 
 import pytest
 import torch
+from conftest import ROOT, run_opzoo
 
 import opzoo
 from opzoo._docs import ops_markdown
 from opzoo._memory import saved_bytes
 from opzoo.nn import Activation
 
-from conftest import ROOT, run_opzoo
-
-FUNCTIONS = ["myrelu", "leaky_relu", "elu", "selu", "softplus", "silu", "mish", "gelu", "gelu_tanh",
-             "hardtanh", "hardsigmoid", "hardswish", "softsign"]
+FUNCTIONS = [
+    "myrelu",
+    "leaky_relu",
+    "elu",
+    "selu",
+    "softplus",
+    "silu",
+    "mish",
+    "gelu",
+    "gelu_tanh",
+    "hardtanh",
+    "hardsigmoid",
+    "hardswish",
+    "softsign",
+]
 LEARNABLE = ["prelu", "swish_beta"]
 BUILTIN = opzoo.load(autoload=False)
 
@@ -126,8 +138,10 @@ def test_ops_with_a_restricted_domain_are_refused_by_the_trainer():
     """An op defined on (0, inf) cannot take a hidden layer's pre-activations: a clear error."""
     out = run_opzoo("train", "--activation", "xlogx")
     assert out.returncode == 2
-    assert out.stderr == ("opzoo: error: 'xlogx' is defined on (0, inf) only, but the hidden layer's "
-                          "pre-activations take any real value; it cannot be the trainer's activation\n")
+    assert out.stderr == (
+        "opzoo: error: 'xlogx' is defined on (0, inf) only, but the hidden layer's "
+        "pre-activations take any real value; it cannot be the trainer's activation\n"
+    )
 
 
 def test_train_cli_with_a_plugin_op():

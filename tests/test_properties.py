@@ -9,14 +9,13 @@ import sys
 
 import pytest
 import torch
+from conftest import ROOT, run_opzoo
 from hypothesis import given, settings
+from wrong_ops import WRONG
 
 import opzoo
 from opzoo.testing import PROPERTIES, check_property, noncontiguous, tensors
 from opzoo.testing.strategies import KINK_MARGIN, cases
-
-from conftest import ROOT, run_opzoo
-from wrong_ops import WRONG
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +106,15 @@ def test_check_command_passes_builtin_ops():
 
 def test_check_command_fails_a_wrong_plugin_op_readably(broken_plugin_path):
     """`opzoo check` on a plugin op with a wrong backward exits 1 with the counterexample."""
-    out = run_opzoo("check", "wrongsign", "-p", "gradient,kinks", "--profile", "ci",
-                    env={"PYTHONPATH": broken_plugin_path})
+    out = run_opzoo(
+        "check",
+        "wrongsign",
+        "-p",
+        "gradient,kinks",
+        "--profile",
+        "ci",
+        env={"PYTHONPATH": broken_plugin_path},
+    )
     assert out.returncode == 1
     assert "FAIL gradient[wrongsign]: Jacobian mismatch" in out.stdout
     assert "example:" in out.stdout and "reproduce: opzoo check wrongsign --property gradient" in out.stdout
@@ -127,9 +133,13 @@ def test_check_command_json_and_bad_input():
 
 def test_pytest_plugin_from_a_plugins_own_directory():
     """`pytest` inside plugins/opzoo-smooth runs its tests plus one opzoo test per op x property."""
-    out = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider"],
-                         cwd=ROOT / "plugins" / "opzoo-smooth", capture_output=True, text=True,
-                         env={**os.environ, "CI": "1"})
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider"],
+        cwd=ROOT / "plugins" / "opzoo-smooth",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CI": "1"},
+    )
     assert out.returncode == 0, out.stdout[-3000:]
     assert "gradient[xlogx] PASSED" in out.stdout and "double_backward[isru] PASSED" in out.stdout
     assert "test_ops.py::test_ops_come_from_this_distribution PASSED" in out.stdout
@@ -138,9 +148,24 @@ def test_pytest_plugin_from_a_plugins_own_directory():
 def test_pytest_plugin_fails_a_wrong_op(broken_plugin_path, tmp_path):
     """`pytest --opzoo=NAME` fails the wrong property with the report, and -k selects by id."""
     env = {**os.environ, "PYTHONPATH": broken_plugin_path}
-    out = subprocess.run([sys.executable, "-m", "pytest", "--opzoo=wrongsign", "-k", "gradient",
-                          "-p", "no:cacheprovider", "--opzoo-profile", "ci"],
-                         cwd=tmp_path, capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--opzoo=wrongsign",
+            "-k",
+            "gradient",
+            "-p",
+            "no:cacheprovider",
+            "--opzoo-profile",
+            "ci",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert out.returncode == 1
     assert "gradient[wrongsign]" in out.stdout and "Jacobian mismatch" in out.stdout
     assert "1 failed" in out.stdout and "kinks[wrongsign]" not in out.stdout
@@ -148,8 +173,11 @@ def test_pytest_plugin_fails_a_wrong_op(broken_plugin_path, tmp_path):
 
 def test_pytest_plugin_is_inert_without_the_flag(tmp_path):
     """Installed everywhere, the plugin adds nothing (and imports no torch) unless asked."""
-    (tmp_path / "test_x.py").write_text(
-        "import sys\ndef test_x():\n    assert 'torch' not in sys.modules\n")
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                         cwd=tmp_path, capture_output=True, text=True)
+    (tmp_path / "test_x.py").write_text("import sys\ndef test_x():\n    assert 'torch' not in sys.modules\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fakeops
 import pytest
 import torch
 
@@ -14,8 +15,6 @@ from opzoo.exceptions import (
     ParamError,
     PluginError,
 )
-
-import fakeops
 
 A = Source("dist-a", "1.0", "opzoo.ops: x = a:X", "entry point")
 B = Source("Dist_B", "2.0", "opzoo.ops: x = b:X", "entry point")

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import random
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_opzoo
+from seed_program import seed_losses
 
 import opzoo
 from opzoo import _trainer
 from opzoo.cli import main
-
-from conftest import run_opzoo
-from seed_program import seed_losses
 
 SMALL = dict(batch=8, d_in=20, hidden=12, d_out=3, steps=30, lr=1e-3, seed=3)
 
@@ -93,8 +90,19 @@ def test_compare_uses_the_same_data_and_initial_weights():
 def test_compare_from_the_cli_prints_a_table(tmp_path):
     """Several activations end with a table; --plot draws one chart for all."""
     plot = tmp_path / "cmp.png"
-    out = run_opzoo("train", "-a", "myrelu,torch:relu", "--steps", "20", "--log-every", "10",
-                    "--d-in", "30", "--plot", str(plot))
+    out = run_opzoo(
+        "train",
+        "-a",
+        "myrelu,torch:relu",
+        "--steps",
+        "20",
+        "--log-every",
+        "10",
+        "--d-in",
+        "30",
+        "--plot",
+        str(plot),
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[:2] == [lines[0], lines[1]] and lines[0].startswith("myrelu 9 ")
@@ -107,8 +115,18 @@ def test_json_metrics_and_plot(tmp_path):
     """--json prints the result; --metrics writes a row per step as CSV or JSONL; --plot a PNG."""
     for ext in ("csv", "jsonl"):
         metrics = tmp_path / f"m.{ext}"
-        out = run_opzoo("train", "--steps", "25", "--d-in", "50", "--json", "--metrics", str(metrics),
-                        "--plot", str(tmp_path / "p.png"))
+        out = run_opzoo(
+            "train",
+            "--steps",
+            "25",
+            "--d-in",
+            "50",
+            "--json",
+            "--metrics",
+            str(metrics),
+            "--plot",
+            str(tmp_path / "p.png"),
+        )
         assert out.returncode == 0, out.stderr
         result = json.loads(out.stdout)
         assert [e["step"] for e in result["logged"]] == []  # 25 steps < one log period of 100
@@ -139,8 +157,12 @@ def test_progress_bar_on_a_terminal_only():
     leader, follower = pty.openpty()
     # a new pseudo-terminal is 0 columns wide, and tqdm draws nothing in 0 columns
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "opzoo", "train", "--steps", "200", "--d-in", "50"],
-                            stdout=follower, stderr=follower, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "opzoo", "train", "--steps", "200", "--d-in", "50"],
+        stdout=follower,
+        stderr=follower,
+        close_fds=True,
+    )
     os.close(follower)
     chunks = []
     while True:
@@ -224,8 +246,22 @@ def test_truncated_real_checkpoint_and_foreign_pickle(tmp_path):
 
 def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupted_run(tmp_path):
     """SIGKILL at arbitrary moments (also mid-write), then --resume: same final weights and loss."""
-    args = ["train", "--seed", "5", "--steps", "1500", "--d-in", "200", "--hidden", "50",
-            "--optimizer", "adam", "--lr", "1e-3", "--quiet"]
+    args = [
+        "train",
+        "--seed",
+        "5",
+        "--steps",
+        "1500",
+        "--d-in",
+        "200",
+        "--hidden",
+        "50",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-3",
+        "--quiet",
+    ]
     reference = tmp_path / "reference.pt"
     assert run_opzoo(*args, "--checkpoint", str(reference)).returncode == 0
 
@@ -234,8 +270,9 @@ def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupte
     cmd = [*args, "--checkpoint", str(ck), "--checkpoint-every", "1"]
     kills = 0
     while True:
-        proc = subprocess.Popen([sys.executable, "-m", "opzoo", *cmd],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "opzoo", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         deadline = time.monotonic() + 120
         while not ck.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)

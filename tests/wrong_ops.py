@@ -1,6 +1,5 @@
 """Deliberately wrong ops: the property tests must catch each one with the right property."""
 
-
 import torch
 
 import opzoo
@@ -160,5 +159,9 @@ WRONG = {
     "contiguous_grad_only": (ContiguousGradOnly, "layout", "non-contiguous grad_output"),
     "wrong_dtype": (WrongDtype, "hygiene", "output dtype is torch.float32"),
     "silent_double_backward": (SilentlyWrongDoubleBackward, "double_backward", "with contiguous grad_output"),
-    "undeclared_double_backward": (UndeclaredDoubleBackward, "double_backward", "double backward is not declared"),
+    "undeclared_double_backward": (
+        UndeclaredDoubleBackward,
+        "double_backward",
+        "double backward is not declared",
+    ),
 }

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from opzoo.ops._base import Op, composite, exp_
 from opzoo import Contract, Param
+from opzoo.ops._base import Op, composite, exp_
 from opzoo.ops._opmath import opmath
 
 # SELU's constants (Klambauer et al., 2017), as torch uses them.
@@ -65,7 +65,6 @@ class ELU(Op):
         return _elu_backward(grad, x, ctx.alpha, 1.0), None
 
 
-
 class SELU(Op):
     """SELU: scale * ELU(x, alpha) with the self-normalising constants."""
 
@@ -91,7 +90,6 @@ class SELU(Op):
             return None
         (x,) = ctx.saved_tensors
         return _elu_backward(grad, x, SELU_ALPHA, SELU_SCALE)
-
 
 
 class Softplus(Op):
@@ -133,4 +131,3 @@ class Softplus(Op):
         # past the threshold add 1 - s (exact for s >= 1/2), so the slope is exactly 1 there
         s.add_(torch.ops.aten.threshold_backward(1 - s, bx, ctx.threshold))
         return s.mul_(grad).to(grad.dtype), None, None
-

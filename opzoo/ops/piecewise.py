@@ -8,8 +8,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from opzoo.ops._base import Op, composite
 from opzoo import Contract, Param
+from opzoo.ops._base import Op, composite
 
 
 class LeakyReLU(Op):
@@ -44,7 +44,6 @@ class LeakyReLU(Op):
             return torch.where(y > 0, grad, grad * ctx.negative_slope), None
         # The same mask in one fused pass (a bool mask and where() take 12x longer at 1M elements).
         return torch.ops.aten.leaky_relu_backward(grad, y, ctx.negative_slope, True), None
-
 
 
 class Hardtanh(Op):
@@ -88,7 +87,6 @@ class Hardtanh(Op):
         return torch.ops.aten.hardtanh_backward(grad, y, lo, hi), None, None
 
 
-
 class Hardsigmoid(Op):
     """Hard sigmoid: clamp(x / 6 + 1/2, 0, 1)."""
 
@@ -118,7 +116,6 @@ class Hardsigmoid(Op):
         if composite():
             return torch.where((y > 0) & (y < 1), grad / 6, 0.0)
         return torch.ops.aten.hardtanh_backward(grad, y, 0.0, 1.0).mul_(1 / 6)
-
 
 
 class Hardswish(Op):
@@ -151,4 +148,3 @@ class Hardswish(Op):
             return grad * (F.hardsigmoid(x) + torch.where((x > -3) & (x < 3), x / 6, 0.0))
         inner = torch.ops.aten.hardtanh_backward(x, x, -3.0, 3.0)  # x on (-3, 3), else 0
         return F.hardsigmoid(x).add_(inner, alpha=1 / 6).mul_(grad)
-

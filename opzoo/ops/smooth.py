@@ -9,8 +9,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from opzoo.ops._base import Op, composite, exp_
 from opzoo import Contract
+from opzoo.ops._base import Op, composite, exp_
 from opzoo.ops._opmath import opmath
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -27,12 +27,15 @@ class _SavesInput(Op):
         ctx.save_for_backward(inputs[0])
 
 
-
 class SiLU(_SavesInput):
     """SiLU (swish): x * sigmoid(x)."""
 
-    opzoo_contract = Contract(reference=F.silu, double_backward=True,
-                              formula="x sigmoid(x)", derivative="s (1 + x (1 - s)), s = sigmoid(x)")
+    opzoo_contract = Contract(
+        reference=F.silu,
+        double_backward=True,
+        formula="x sigmoid(x)",
+        derivative="s (1 + x (1 - s)), s = sigmoid(x)",
+    )
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:
@@ -55,9 +58,12 @@ class SiLU(_SavesInput):
 class Mish(_SavesInput):
     """Mish: x * tanh(softplus(x))."""
 
-    opzoo_contract = Contract(reference=F.mish, double_backward=True,
-                              formula="x tanh(softplus(x))",
-                              derivative="t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x))")
+    opzoo_contract = Contract(
+        reference=F.mish,
+        double_backward=True,
+        formula="x tanh(softplus(x))",
+        derivative="t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x))",
+    )
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:
@@ -77,8 +83,9 @@ class Mish(_SavesInput):
 class GELU(Op):
     """GELU: x * Phi(x), Phi the standard normal CDF (the exact, erf form)."""
 
-    opzoo_contract = Contract(reference=F.gelu, double_backward=True,
-                              formula="x Phi(x)", derivative="Phi(x) + x phi(x)")
+    opzoo_contract = Contract(
+        reference=F.gelu, double_backward=True, formula="x Phi(x)", derivative="Phi(x) + x phi(x)"
+    )
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:

@@ -46,8 +46,10 @@ class Result:
         lines = [f"FAIL {self.id}: {self.reason}"]
         if self.example:
             e = self.example
-            lines.append(f"  example:   shape {e['shape']}, strides {e['strides']}, dtype {e['dtype']}, "
-                         f"params {e['params']}")
+            lines.append(
+                f"  example:   shape {e['shape']}, strides {e['strides']}, dtype {e['dtype']}, "
+                f"params {e['params']}"
+            )
             lines.append(f"  values:    {e['values']}")
         if self.worst:
             w = self.worst
@@ -143,8 +145,17 @@ def check_property(
             reason = f"{type(cause).__name__}: {text[0] if text else ''}"
         reason = reason.strip() or f"{type(cause).__name__} (no message)"
         worst = getattr(cause, "details", {}).get("worst")
-        return Result(spec.name, prop, device, "fail", reason, example, worst,
-                      time.perf_counter() - began, _repro(spec, prop, example))
+        return Result(
+            spec.name,
+            prop,
+            device,
+            "fail",
+            reason,
+            example,
+            worst,
+            time.perf_counter() - began,
+            _repro(spec, prop, example),
+        )
     return Result(spec.name, prop, device, "pass", seconds=time.perf_counter() - began)
 
 
@@ -165,7 +176,7 @@ def check(
 
 def _fixed_inputs(spec: OpSpec, device: str) -> list[torch.Tensor]:
     """Small deterministic inputs spread over the domain and pushed off the kinks."""
-    from opzoo.testing.strategies import _bounds, push_from_kinks, KINK_MARGIN
+    from opzoo.testing.strategies import KINK_MARGIN, _bounds, push_from_kinks
 
     lo, hi = _bounds(spec.contract.domain, KINK_MARGIN)
     kinks = spec.contract.kinks_at()

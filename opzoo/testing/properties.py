@@ -47,11 +47,19 @@ class Bound:
 
     def inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Leaves for gradcheck: the input and every learnable tensor, all requiring grad."""
-        return (x.detach().clone().requires_grad_(), *(e.detach().clone().requires_grad_() for e in self.extras))
+        return (
+            x.detach().clone().requires_grad_(),
+            *(e.detach().clone().requires_grad_() for e in self.extras),
+        )
 
 
-def bind(spec: OpSpec, params: dict[str, float], *, dtype: torch.dtype = torch.float64,
-         device: str | torch.device = "cpu") -> Bound:
+def bind(
+    spec: OpSpec,
+    params: dict[str, float],
+    *,
+    dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "cpu",
+) -> Bound:
     """Return ``spec`` with ``params`` fixed, in ``dtype`` on ``device``."""
     bound = spec.contract.bind(params)
     if spec.kind == "function":
@@ -77,7 +85,9 @@ def bind(spec: OpSpec, params: dict[str, float], *, dtype: torch.dtype = torch.f
 def _ramp(like: torch.Tensor) -> torch.Tensor:
     """A deterministic grad_output with distinct, non-zero entries."""
     n = like.numel()
-    return (torch.linspace(-1.5, 2.0, max(n, 1), dtype=like.dtype, device=like.device)[:n] + 0.01).reshape(like.shape)
+    return (torch.linspace(-1.5, 2.0, max(n, 1), dtype=like.dtype, device=like.device)[:n] + 0.01).reshape(
+        like.shape
+    )
 
 
 def noncontiguous(t: torch.Tensor) -> torch.Tensor:
@@ -89,7 +99,9 @@ def noncontiguous(t: torch.Tensor) -> torch.Tensor:
     return base[..., 0]
 
 
-def _vjp(op: Bound, x: torch.Tensor, g: torch.Tensor, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def _vjp(
+    op: Bound, x: torch.Tensor, g: torch.Tensor, dtype: torch.dtype | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     xr = x.detach().clone().requires_grad_()
     y = op(xr)
     (gx,) = torch.autograd.grad(y, xr, g, allow_unused=True)
@@ -132,8 +144,16 @@ def worst_gradient_mismatch(op: Bound, x: torch.Tensor, eps: float = 1e-6) -> di
 def gradient(op: Bound, x: torch.Tensor, *, fast: bool = True) -> None:
     """gradcheck in float64: analytic backward vs central differences; undefined grads, dtypes."""
     try:
-        gradcheck(op, op.inputs(x), fast_mode=fast, check_undefined_grad=True, check_grad_dtypes=True,
-                  eps=1e-6, atol=1e-5, rtol=1e-3)
+        gradcheck(
+            op,
+            op.inputs(x),
+            fast_mode=fast,
+            check_undefined_grad=True,
+            check_grad_dtypes=True,
+            eps=1e-6,
+            atol=1e-5,
+            rtol=1e-3,
+        )
     except GradcheckError as exc:
         raise PropertyFailed(_first_lines(exc), worst=worst_gradient_mismatch(op, x)) from None
 
@@ -146,8 +166,16 @@ def double_backward(op: Bound, x: torch.Tensor, *, fast: bool = True) -> None:
         g = _ramp(y)
         for grad_out in (g, noncontiguous(g)):
             try:
-                gradgradcheck(op, op.inputs(x), (grad_out,), fast_mode=fast, eps=1e-6, atol=1e-5,
-                              rtol=1e-3, gen_non_contig_grad_outputs=True)
+                gradgradcheck(
+                    op,
+                    op.inputs(x),
+                    (grad_out,),
+                    fast_mode=fast,
+                    eps=1e-6,
+                    atol=1e-5,
+                    rtol=1e-3,
+                    gen_non_contig_grad_outputs=True,
+                )
             except GradcheckError as exc:
                 layout = "contiguous" if grad_out.is_contiguous() else "non-contiguous"
                 raise PropertyFailed(f"with {layout} grad_output: {_first_lines(exc)}") from None
@@ -201,8 +229,11 @@ def layout(op: Bound, x: torch.Tensor, **_: Any) -> None:
         return
     g = _ramp(x)
     y0, gx0 = _vjp(op, x, g)
-    for xi, gi, what in ((noncontiguous(x), g, "input"), (x, noncontiguous(g), "grad_output"),
-                         (noncontiguous(x), noncontiguous(g), "input and grad_output")):
+    for xi, gi, what in (
+        (noncontiguous(x), g, "input"),
+        (x, noncontiguous(g), "grad_output"),
+        (noncontiguous(x), noncontiguous(g), "input and grad_output"),
+    ):
         if xi.is_contiguous() and gi.is_contiguous():
             continue  # 0-d: no other layout exists
         y, gx = _vjp(op, xi, gi)
@@ -215,8 +246,11 @@ def hygiene(op: Bound, x: torch.Tensor, **_: Any) -> None:
     xr = x.detach().clone().requires_grad_()
     before, version = xr.detach().clone(), xr._version
     y = op(xr)
-    for what, got, want in (("dtype", y.dtype, x.dtype), ("device", y.device, x.device),
-                            ("shape", tuple(y.shape), tuple(x.shape))):
+    for what, got, want in (
+        ("dtype", y.dtype, x.dtype),
+        ("device", y.device, x.device),
+        ("shape", tuple(y.shape), tuple(x.shape)),
+    ):
         if got != want:
             raise PropertyFailed(f"output {what} is {got}, expected {want} (the input's)")
     if xr._version != version or not torch.equal(xr.detach(), before):
@@ -232,7 +266,9 @@ def hygiene(op: Bound, x: torch.Tensor, **_: Any) -> None:
     if gx1 is None or gx2 is None:
         return
     if gx1.dtype != x.dtype or tuple(gx1.shape) != tuple(x.shape):
-        raise PropertyFailed(f"gradient is {gx1.dtype} {tuple(gx1.shape)}, expected {x.dtype} {tuple(x.shape)}")
+        raise PropertyFailed(
+            f"gradient is {gx1.dtype} {tuple(gx1.shape)}, expected {x.dtype} {tuple(x.shape)}"
+        )
     if not torch.equal(gx1, gx2):
         raise PropertyFailed("running backward twice gave different gradients")
 
@@ -248,7 +284,12 @@ def kinks(op: Bound, x: torch.Tensor, **_: Any) -> None:
         raise PropertyFailed(
             f"at the kink x = {points[i].item():g} the gradient is {got[i].item():g}, "
             f"but the op declares {want[i].item():g}",
-            worst={"index": (i,), "x": points[i].item(), "declared": want[i].item(), "analytic": got[i].item()},
+            worst={
+                "index": (i,),
+                "x": points[i].item(),
+                "declared": want[i].item(),
+                "analytic": got[i].item(),
+            },
         )
 
 
@@ -265,7 +306,9 @@ def compile(op: Bound, x: torch.Tensor, **_: Any) -> None:
 
     explanation = torch._dynamo.explain(step)(x.detach().clone())
     if explanation.graph_break_count:
-        reasons = "; ".join(str(getattr(b, "reason", b)).splitlines()[0] for b in explanation.break_reasons[:3])
+        reasons = "; ".join(
+            str(getattr(b, "reason", b)).splitlines()[0] for b in explanation.break_reasons[:3]
+        )
         raise PropertyFailed(f"{explanation.graph_break_count} graph break(s) under torch.compile: {reasons}")
     compiled = torch.compile(step, backend="aot_eager")
     g = _ramp(x)

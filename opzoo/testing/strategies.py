@@ -132,7 +132,9 @@ def inputs(
     )
 
 
-def cases(spec: OpSpec, *, device: str = "cpu", hook: Any = None) -> st.SearchStrategy[tuple[dict[str, float], torch.Tensor]]:
+def cases(
+    spec: OpSpec, *, device: str = "cpu", hook: Any = None
+) -> st.SearchStrategy[tuple[dict[str, float], torch.Tensor]]:
     """(params, float64 input) pairs for ``spec``: params first, since kinks may depend on them."""
 
     @st.composite
