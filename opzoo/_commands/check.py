@@ -1,0 +1,113 @@
+"""`opzoo check`: the property tests from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from opzoo._commands import EXIT_FAILED, EXIT_OK, registry_from
+from opzoo.exceptions import ConfigError
+
+
+def add_check(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "check",
+        help="property-test the ops' hand-written backward against numerical gradients",
+        description="Check every property of the named ops (all ops by default) with hypothesis: "
+        "gradient, double_backward, reference, layout, hygiene, kinks, compile. Exits 1 if any fails.",
+    )
+    p.add_argument("names", nargs="*", metavar="NAME", help="ops to check (default: all)")
+    p.add_argument(
+        "--property",
+        "-p",
+        action="append",
+        metavar="PROP",
+        help="check only these properties (repeatable or comma-separated)",
+    )
+    p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples per property")
+    p.add_argument(
+        "--profile",
+        choices=("ci", "dev", "thorough"),
+        help="hypothesis profile (default: ci when $CI is set, else dev)",
+    )
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda", "all"),
+        default="all",
+        help="where to run (default: all; cuda is skipped without CUDA)",
+    )
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    return p
+
+
+def run_check(args: argparse.Namespace) -> int:
+    if args.examples is not None and args.examples <= 0:
+        raise ConfigError(f"--examples must be a positive integer, got {args.examples}")
+    reg = registry_from(args)
+    from opzoo.testing import PROPERTIES, check
+
+    props = [p.strip() for item in (args.property or []) for p in item.split(",") if p.strip()]
+    for prop in props:
+        if prop not in PROPERTIES:
+            raise ConfigError(f"unknown property {prop!r}; choose from {', '.join(PROPERTIES)}")
+    specs = [reg.info(n) for n in args.names] if args.names else sorted(reg.load_all(), key=lambda s: s.name)
+    broken = [] if args.names else reg.failures()
+    devices = ("cpu", "cuda") if args.device == "all" else (args.device,)
+    results = []
+    for spec in specs:
+        if not args.json:
+            print(f"checking {spec.name} ...", file=sys.stderr, flush=True)
+        results += check(
+            spec, props or None, devices=devices, profile=args.profile, examples=args.examples, hook=reg.hook
+        )
+    failed = [r for r in results if r.status == "fail"]
+    if args.json:
+        print(
+            json.dumps(
+                {"results": [r.to_dict() for r in results], "broken": [str(f) for f in broken]},
+                indent=2,
+                default=str,
+            )
+        )
+        return EXIT_FAILED if failed or broken else EXIT_OK
+    _print_check_table(results, devices)
+    skipped = {}
+    for r in results:
+        if r.status == "skip":
+            skipped.setdefault(r.reason, []).append(r.id)
+    for reason, ids in skipped.items():
+        print(
+            f"skipped: {reason}: {len(ids)} check(s)"
+            if len(ids) > 3
+            else f"skipped: {reason}: {', '.join(ids)}"
+        )
+    for failure in broken:
+        print(f"BROKEN {failure}")
+    for r in failed:
+        print()
+        print(r.report())
+    passed = sum(r.status == "pass" for r in results)
+    print(
+        f"\n{passed} passed, {len(failed)} failed, {len(results) - passed - len(failed)} skipped"
+        + (f", {len(broken)} broken plugin(s)" if broken else "")
+    )
+    return EXIT_FAILED if failed or broken else EXIT_OK
+
+
+def _print_check_table(results: list[Any], devices: Sequence[str]) -> None:
+    from opzoo._table import text_table
+
+    props = list(dict.fromkeys(r.prop for r in results))
+    ops = list(dict.fromkeys(r.op for r in results))
+    cell = {(r.op, r.prop, r.device): r.status for r in results}
+    rows = []
+    for op in ops:
+        row = [op]
+        for prop in props:
+            statuses = [cell.get((op, prop, d), "") for d in devices]
+            shown = [s for s in statuses if s != "skip"] or statuses[:1]
+            row.append("FAIL" if "fail" in shown else shown[0])
+        rows.append(row)
+    print(text_table(["OP", *props], rows, wrap_last=False))

@@ -1,0 +1,204 @@
+"""`opzoo train`: the trainer from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from opzoo._commands import EXIT_OK, registry_from
+from opzoo.exceptions import ConfigError
+
+
+def add_train(sub: Any) -> argparse.ArgumentParser:
+    S = argparse.SUPPRESS  # so that a resumed run knows which settings were given on the command line
+    p = sub.add_parser(
+        "train",
+        help="train the seed's two-layer network with a registered op as activation",
+        description="Train the seed's bias-free two-layer network (N=64, D_in=1000, H=100, D_out=10, "
+        "500 steps, lr 1e-6, sum of squared errors) with any registered op as its activation. With "
+        "no options it is the seed program; it prints 't loss' every --log-every steps.",
+    )
+    p.add_argument(
+        "--activation",
+        "-a",
+        default=S,
+        metavar="NAME[,NAME...]",
+        help="registered op(s), or torch:NAME as a native baseline; several are compared on "
+        "the same data and initial weights (default: myrelu)",
+    )
+    p.add_argument(
+        "--act-arg",
+        action="append",
+        default=S,
+        metavar="KEY=VALUE",
+        help="an op parameter, validated against the op's declared range (repeatable)",
+    )
+    p.add_argument("--seed", type=int, default=S, help="call torch.manual_seed(SEED) first")
+    g = p.add_argument_group("network and schedule")
+    g.add_argument("--batch", type=int, default=S, help="N, rows of x (default 64)")
+    g.add_argument("--d-in", type=int, default=S, help="D_in (default 1000)")
+    g.add_argument("--hidden", type=int, default=S, help="H (default 100)")
+    g.add_argument("--d-out", type=int, default=S, help="D_out (default 10)")
+    g.add_argument("--steps", type=int, default=S, help="training steps (default 500)")
+    g.add_argument("--lr", type=float, default=S, help="learning rate (default 1e-6)")
+    g.add_argument("--log-every", type=int, default=S, help="print the loss every K steps (default 100)")
+    g.add_argument(
+        "--optimizer",
+        default=S,
+        metavar="{manual,sgd,adam}",
+        help="manual: the seed's w -= lr * grad (default); sgd or adam from torch.optim",
+    )
+    g.add_argument("--device", default=S, help="cpu or cuda[:N] (default: cuda when available)")
+    g.add_argument("--dtype", default=S, metavar="{float32,float64,bfloat16}", help="default float32")
+    g.add_argument(
+        "--compile",
+        action="store_true",
+        default=S,
+        help="run forward, backward and update as one torch.compile graph (seed 003)",
+    )
+    g.add_argument("--compile-backend", default=S, help="torch.compile backend (default inductor)")
+    c = p.add_argument_group("checkpoints")
+    c.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        default=S,
+        help="write weights, optimizer, step and RNG here atomically, at the end and every "
+        "--checkpoint-every steps",
+    )
+    c.add_argument("--checkpoint-every", type=int, metavar="K", default=S)
+    c.add_argument(
+        "--resume",
+        metavar="PATH",
+        default=S,
+        help="continue from a checkpoint, with its settings unless given here",
+    )
+    o = p.add_argument_group("output")
+    o.add_argument("--quiet", "-q", action="store_true", help="print no loss lines and no progress bar")
+    o.add_argument("--json", action="store_true", help="print the result as JSON instead")
+    o.add_argument("--metrics", metavar="FILE", help="write every step's loss to FILE (.csv or .jsonl)")
+    o.add_argument("--plot", metavar="FILE.png", help="draw the loss curve(s), log scale")
+    return p
+
+
+_TRAIN_OPTIONS = (
+    "seed",
+    "batch",
+    "d_in",
+    "hidden",
+    "d_out",
+    "steps",
+    "lr",
+    "log_every",
+    "optimizer",
+    "device",
+    "dtype",
+    "compile",
+    "compile_backend",
+    "checkpoint",
+    "checkpoint_every",
+    "resume",
+)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    given: dict[str, Any] = {k: getattr(args, k) for k in _TRAIN_OPTIONS if hasattr(args, k)}
+    if hasattr(args, "act_arg"):
+        given["act_args"] = _parse_act_args(args.act_arg)
+    names = [n.strip() for n in getattr(args, "activation", "myrelu").split(",") if n.strip()]
+    if not names:
+        raise ConfigError("--activation needs at least one op name")
+    if args.metrics and not args.metrics.endswith((".csv", ".jsonl")):
+        raise ConfigError(f"--metrics FILE must end in .csv or .jsonl, got {args.metrics!r}")
+    registry_from(args)
+    from opzoo import _trainer
+
+    if "resume" in given:
+        saved = _trainer.saved_config(given["resume"])
+        saved.pop("resume", None)
+        if len(names) == 1 and "activation" not in args:
+            names = [saved["activation"]]
+        given = {**saved, **given}
+    given.pop("activation", None)
+    config = _trainer.TrainConfig(activation=names[0], **given)
+
+    show = not (args.quiet or args.json)
+    progress = show and sys.stdout.isatty()
+    if len(names) > 1:
+        log = (lambda name, t, loss: _write_line(f"{name} {t} {loss}")) if show else None
+        results = _trainer.compare(config, names, on_log=log, progress=progress)
+    else:
+        log1 = (lambda t, loss: _write_line(f"{t} {loss}")) if show else None
+        results = [_trainer.run(config, on_log=log1, progress=progress)]
+    many = len(results) > 1
+
+    if args.metrics:
+        _write_metrics(args.metrics, results)
+    if args.plot:
+        from opzoo._plot import plot_losses
+
+        title = f"opzoo train: N={config.batch}, D_in={config.d_in}, H={config.hidden}, lr={config.lr:g}"
+        plot_losses(args.plot, [(r.label, r.losses) for r in results], title)
+    if args.json:
+        out = [r.to_dict() for r in results]
+        print(json.dumps(out if many else out[0], indent=2))
+    elif many:
+        from opzoo._table import text_table
+
+        print()
+        print(
+            text_table(
+                ("ACTIVATION", "FINAL LOSS", "STEPS/S"),
+                [(r.label, f"{r.final_loss:.6g}", f"{r.steps_per_sec:.0f}") for r in results],
+                wrap_last=False,
+            )
+        )
+    elif not args.quiet:
+        sys.stdout.flush()  # the loss lines first, then the summary on stderr
+        r = results[0]
+        print(
+            f"opzoo: {r.label}: {r.steps_run} steps in {r.wall_time:.2f} s "
+            f"({r.steps_per_sec:.0f} steps/s), final loss {r.final_loss:.6g}",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _write_line(line: str) -> None:
+    try:
+        from tqdm import tqdm
+
+        tqdm.write(line)  # keeps a running progress bar intact
+    except ImportError:
+        print(line)
+
+
+def _parse_act_args(items: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--act-arg takes KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(f"--act-arg {key.strip()}: {value!r} is not a number") from None
+    return out
+
+
+def _write_metrics(path: str, results: list[Any]) -> None:
+    import csv
+
+    rows = [(r.label, t, loss) for r in results for t, loss in enumerate(r.losses)]
+    try:
+        with open(path, "w", newline="") as f:
+            if path.endswith(".csv"):
+                w = csv.writer(f)
+                w.writerow(("activation", "step", "loss"))
+                w.writerows(rows)
+            else:
+                for label, t, loss in rows:
+                    f.write(json.dumps({"activation": label, "step": t, "loss": loss}) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"cannot write metrics {path!r}: {exc.strerror}") from None
