@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from opzoo import _checkpoint
-from opzoo.exceptions import CheckpointError, ConfigError, DivergedError
+from opzoo.exceptions import CheckpointError, ConfigError, DivergedError, ParamError
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 OPTIMIZERS = ("manual", "sgd", "adam")
@@ -141,20 +141,42 @@ class _TorchFunction(torch.nn.Module):
         return f"torch:{self.name}"
 
 
-def activation_module(name: str, act_args: Mapping[str, float]) -> torch.nn.Module:
-    """Return the activation ``name`` as a module: a registered op, or ``torch:NAME`` for a baseline."""
-    if name.lower().startswith("torch:"):
-        import inspect
+def _baseline(name: str) -> tuple[str, Callable[..., torch.Tensor], set[str]]:
+    """Resolve ``torch:NAME`` to the function and the keyword parameters it takes."""
+    import inspect
 
-        fname = name.split(":", 1)[1]
-        fn = getattr(torch.nn.functional, fname, None) or getattr(torch, fname, None)
-        if not callable(fn):
-            raise ConfigError(f"torch has no function {fname!r} to use as a baseline")
-        try:
-            accepted = set(inspect.signature(fn).parameters)
-        except (TypeError, ValueError):
-            accepted = set()
-        return _TorchFunction(fname, fn, {k: v for k, v in act_args.items() if k in accepted})
+    fname = name.split(":", 1)[1]
+    fn = getattr(torch.nn.functional, fname, None) or getattr(torch, fname, None)
+    if not callable(fn):
+        raise ConfigError(f"torch has no function {fname!r} to use as a baseline")
+    try:
+        accepted = set(list(inspect.signature(fn).parameters)[1:])
+    except (TypeError, ValueError):  # a builtin without a signature takes only its input here
+        accepted = set()
+    return fname, fn, accepted
+
+
+def accepted_args(name: str) -> set[str]:
+    """The parameter names activation ``name`` takes."""
+    if name.lower().startswith("torch:"):
+        return _baseline(name)[2]
+    import opzoo
+
+    return set(opzoo.info(name).params)
+
+
+def activation_module(name: str, act_args: Mapping[str, float]) -> torch.nn.Module:
+    """Return the activation ``name`` as a module: a registered op, or ``torch:NAME`` for a baseline.
+
+    Every key of ``act_args`` must be a parameter of the activation.
+    """
+    unknown = sorted(set(act_args) - accepted_args(name))
+    if unknown:
+        takes = ", ".join(sorted(accepted_args(name))) or "none"
+        raise ParamError(f"{name!r} takes no parameter {unknown[0]!r}; its parameters: {takes}")
+    if name.lower().startswith("torch:"):
+        fname, fn, _ = _baseline(name)
+        return _TorchFunction(fname, fn, act_args)
     import opzoo
 
     spec = opzoo.info(name)
@@ -164,7 +186,7 @@ def activation_module(name: str, act_args: Mapping[str, float]) -> torch.nn.Modu
             f"{spec.name!r} is defined on ({low:g}, {high:g}) only, but the hidden layer's "
             "pre-activations take any real value; it cannot be the trainer's activation"
         )
-    return spec.build(**{k: v for k, v in act_args.items() if k in spec.params})
+    return spec.build(**act_args)
 
 
 def make_data(config: TrainConfig) -> dict[str, torch.Tensor]:
@@ -275,13 +297,19 @@ def compare(
     if config.checkpoint or config.resume:
         raise ConfigError("--checkpoint and --resume take one activation, not a comparison")
     config.validate()
-    for name in activations:  # fail on a bad name before any training starts
-        activation_module(name, config.act_args)
+    # Each activation gets the --act-arg values it takes; a value no activation takes is an error.
+    own = {name: {k: v for k, v in config.act_args.items() if k in accepted_args(name)} for name in activations}
+    unused = sorted(set(config.act_args) - {k for args in own.values() for k in args})
+    if unused:
+        raise ParamError(f"no activation among {', '.join(activations)} takes parameter {unused[0]!r}")
+    for name in activations:  # fail on a bad name or value before any training starts
+        activation_module(name, own[name])
     data = make_data(config)
     results = []
     for name in activations:
         log = None if on_log is None else (lambda t, v, n=name: on_log(n, t, v))
-        results.append(run(replace(config, activation=name), data=data, on_log=log, progress=progress))
+        cfg = replace(config, activation=name, act_args=own[name])
+        results.append(run(cfg, data=data, on_log=log, progress=progress))
     return results
 
 

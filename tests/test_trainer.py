@@ -79,6 +79,26 @@ def test_act_args_reach_the_op():
         opzoo.train(**SMALL, activation="isru", act_args={"alpha": 11.0})
 
 
+def test_act_args_must_be_taken_by_the_activation():
+    """An --act-arg the activation does not take is an error, never silently dropped."""
+    with pytest.raises(opzoo.ParamError, match="'myrelu' takes no parameter 'alpha'; its parameters: none"):
+        opzoo.train(**SMALL, activation="myrelu", act_args={"alpha": 2.0})
+    cfg = _trainer.TrainConfig(**SMALL, act_args={"negative_slope": 0.2})
+    results = _trainer.compare(cfg, ["leaky_relu", "myrelu", "torch:leaky_relu"])
+    assert [r.label for r in results] == ["leaky_relu(negative_slope=0.2)", "myrelu", "torch:leaky_relu"]
+    assert results[0].losses == results[2].losses  # the baseline got the same slope
+    with pytest.raises(opzoo.ParamError, match="no activation among myrelu, silu takes parameter 'beta'"):
+        _trainer.compare(_trainer.TrainConfig(**SMALL, act_args={"beta": 1.0}), ["myrelu", "silu"])
+
+
+def test_learnable_activation_compiles():
+    """--compile also trains a learnable activation's parameters, agreeing with eager."""
+    eager = opzoo.train(**SMALL, activation="prelu")
+    compiled = opzoo.train(**SMALL, activation="prelu", compile=True, compile_backend="aot_eager")
+    torch.testing.assert_close(compiled.losses, eager.losses, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(compiled.weights["act.slope"], eager.weights["act.slope"], rtol=1e-4, atol=1e-6)
+
+
 def test_compare_uses_the_same_data_and_initial_weights():
     """Compared activations start from the same data: identical ops give identical losses."""
     results = _trainer.compare(_trainer.TrainConfig(**SMALL), ["myrelu", "torch:relu", "bentid"])
