@@ -298,7 +298,9 @@ def compare(
         raise ConfigError("--checkpoint and --resume take one activation, not a comparison")
     config.validate()
     # Each activation gets the --act-arg values it takes; a value no activation takes is an error.
-    own = {name: {k: v for k, v in config.act_args.items() if k in accepted_args(name)} for name in activations}
+    own = {
+        name: {k: v for k, v in config.act_args.items() if k in accepted_args(name)} for name in activations
+    }
     unused = sorted(set(config.act_args) - {k for args in own.values() for k in args})
     if unused:
         raise ParamError(f"no activation among {', '.join(activations)} takes parameter {unused[0]!r}")

@@ -96,7 +96,9 @@ def test_learnable_activation_compiles():
     eager = opzoo.train(**SMALL, activation="prelu")
     compiled = opzoo.train(**SMALL, activation="prelu", compile=True, compile_backend="aot_eager")
     torch.testing.assert_close(compiled.losses, eager.losses, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(compiled.weights["act.slope"], eager.weights["act.slope"], rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(
+        compiled.weights["act.slope"], eager.weights["act.slope"], rtol=1e-4, atol=1e-6
+    )
 
 
 def test_compare_uses_the_same_data_and_initial_weights():
