@@ -50,7 +50,7 @@ class Result:
                 f"  example:   shape {e['shape']}, strides {e['strides']}, dtype {e['dtype']}, "
                 f"params {e['params']}"
             )
-            lines.append(f"  values:    {e['values']}")
+            lines.append(f"  values:    {_preview(e['values'])}")
         if self.worst:
             w = self.worst
             nums = ", ".join(f"{k} {v:.9g}" for k, v in w.items() if k not in ("index", "x", "grad_output"))
@@ -58,6 +58,19 @@ class Result:
         if self.repro:
             lines.append("  reproduce: " + self.repro.replace("\n", "\n             "))
         return "\n".join(lines)
+
+
+def _preview(values: Any, limit: int = 16) -> str:
+    """The values as a flat list, cut after ``limit`` (the repro snippet keeps them all)."""
+
+    def flat(v: Any) -> list[Any]:
+        return [y for item in v for y in flat(item)] if isinstance(v, list) else [v]
+
+    items = flat(values)
+    if not isinstance(values, list) or len(items) <= limit:
+        return repr(values)
+    shown = ", ".join(repr(v) for v in items[:limit])
+    return f"[{shown}, ...] ({len(items)} values, flattened)"
 
 
 def _describe(params: dict[str, float], x: torch.Tensor) -> dict[str, Any]:
