@@ -58,3 +58,45 @@ class NotAnOp:
 
 def hook_module_ops():
     return {"double": Double}
+
+
+class Log(torch.autograd.Function):
+    """Natural logarithm, defined on (0, inf) only."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.log, domain=(0.0, math.inf), double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        return torch.log(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / x  # d/dx log x = 1 / x
+
+    generate_vmap_rule = True
+
+
+class NaiveLogCosh(torch.autograd.Function):
+    """log(cosh(x)) computed naively: cosh overflows past |x| = 89 in float32."""
+
+    opzoo_contract = opzoo.Contract(
+        reference=lambda x: torch.logaddexp(x, -x) - math.log(2), double_backward=True
+    )
+
+    @staticmethod
+    def forward(x):
+        return torch.log(torch.cosh(x))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.tanh(x)

@@ -19,7 +19,7 @@ def test_example_plugins_show_up_with_their_source():
     rows = {r["name"]: r for r in listing()}
     assert rows["myrelu"]["source"] == "opzoo 0.1.0"
     assert rows["bentid"]["source"] == "opzoo-bentid 1.0.0"
-    assert rows["xlogx"]["source"] == rows["isru"]["source"] == "opzoo-smooth 0.3.0"
+    assert rows["logcosh"]["source"] == rows["isru"]["source"] == "opzoo-smooth 0.3.0"
     assert all(r["status"] == "ok" for r in rows.values())
 
 
@@ -40,7 +40,7 @@ def test_broken_plugin_is_reported_not_fatal(broken_plugin_path):
     assert any("hook opzoo_ops raised ValueError" in s for s in plugin_level)
     assert any("No module named 'opzoo_broken.not_there'" in s for s in plugin_level)
     assert {r["name"] for r in by_status["duplicate"]} == {"opzoo:myrelu", "opzoo-broken-fixtures:myrelu"}
-    assert {r["name"] for r in by_status["ok"]} >= {"bentid", "fine", "xlogx"}
+    assert {r["name"] for r in by_status["ok"]} >= {"bentid", "fine", "logcosh"}
 
     out = run_opzoo("list", env=env)
     assert out.returncode == 0 and "problem(s)" in out.stderr

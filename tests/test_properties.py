@@ -60,6 +60,35 @@ def test_every_registered_op_passes(name, prop):
     assert result.status in ("pass", "skip"), result.report()
 
 
+def test_an_op_with_a_restricted_domain_is_checked_inside_it():
+    """An op declared on (0, inf) gets inputs from (0, inf) only, and passes every property."""
+    import fakeops
+
+    reg = opzoo.Registry()
+    reg.register(fakeops.Log, name="log")
+    for prop in PROPERTIES:
+        result = check_property(reg.info("log"), prop, profile="ci")
+        assert result.status in ("pass", "skip"), result.report()
+
+
+def test_a_plugins_input_strategy_reaches_what_the_default_does_not():
+    """opzoo-smooth's strategy for logcosh (magnitudes up to 1e3) catches a naive log(cosh(x)),
+    which the default strategy (|x| <= 6) cannot: that is what the hook is for."""
+    import fakeops
+
+    reg = opzoo.Registry()
+    reg.register(fakeops.NaiveLogCosh, name="logcosh")  # the name the plugin's hook answers for
+    spec = reg.info("logcosh")
+    assert check_property(spec, "reference", profile="ci").status == "pass"
+    caught = check_property(spec, "reference", profile="ci", hook=opzoo.registry().hook)
+    assert caught.status == "fail" and "differs from the reference" in caught.reason
+    assert max(abs(v) for v in _flat(caught.example["values"])) > 80
+
+
+def _flat(values):
+    return [y for v in values for y in _flat(v)] if isinstance(values, list) else [values]
+
+
 def test_cuda_is_skipped_not_failed_without_it():
     """Without CUDA, the GPU variant of a property is skipped with the reason."""
     if torch.cuda.is_available():
@@ -141,7 +170,7 @@ def test_pytest_plugin_from_a_plugins_own_directory():
         env={**os.environ, "CI": "1"},
     )
     assert out.returncode == 0, out.stdout[-3000:]
-    assert "gradient[xlogx] PASSED" in out.stdout and "double_backward[isru] PASSED" in out.stdout
+    assert "gradient[logcosh] PASSED" in out.stdout and "double_backward[isru] PASSED" in out.stdout
     assert "test_ops.py::test_ops_come_from_this_distribution PASSED" in out.stdout
 
 

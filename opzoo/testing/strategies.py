@@ -71,18 +71,24 @@ def tensors(
 ) -> st.SearchStrategy[torch.Tensor]:
     """Contiguous float tensors inside ``domain``, at least ``margin`` away from each kink.
 
-    ``elements=("log-uniform", lo, hi)`` draws magnitudes spread evenly over decades instead.
+    ``elements=("log-uniform", lo, hi)`` draws values in [lo, hi] spread evenly over the decades
+    instead, and ``("signed-log-uniform", lo, hi)`` the same magnitudes with either sign.
     Empty tensors are made with ``torch.empty`` (contiguous strides; numpy's are zero).
     """
     kinks = tuple(float(k) for k in kinks)
     shape_st = shapes() if shape is None else (st.just(shape) if isinstance(shape, tuple) else shape)
     if elements is not None:
         kind, lo, hi = elements
-        if kind != "log-uniform" or not 0 < lo < hi:
-            raise ValueError(f"elements must be ('log-uniform', lo, hi) with 0 < lo < hi, got {elements!r}")
-        exps = st.floats(math.log(lo), math.log(hi), allow_nan=False)
-        floats = exps.map(math.exp)
+        if kind not in ("log-uniform", "signed-log-uniform") or not 0 < lo < hi:
+            raise ValueError(
+                f"elements must be ('log-uniform' or 'signed-log-uniform', lo, hi) with 0 < lo < hi, "
+                f"got {elements!r}"
+            )
+        floats = st.floats(math.log(lo), math.log(hi), allow_nan=False).map(math.exp)
         bounds = (lo, hi)
+        if kind == "signed-log-uniform":
+            floats = st.tuples(st.booleans(), floats).map(lambda t: -t[1] if t[0] else t[1])
+            bounds = (-hi, hi)
     else:
         bounds = _bounds(domain, margin)
         floats = st.floats(bounds[0], bounds[1], allow_nan=False, allow_infinity=False)
