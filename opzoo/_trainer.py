@@ -68,6 +68,8 @@ class TrainConfig:
             raise ConfigError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPES)}")
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"unknown optimizer {self.optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
+        if self.checkpoint is not None:
+            check_writable("checkpoint", self.checkpoint)
         if self.compile and self.optimizer != "manual":
             raise ConfigError("--compile compiles the seed's manual update; it does not take --optimizer")
         resolve_device(self.device)
@@ -107,6 +109,17 @@ class TrainResult:
             "wall_time": self.wall_time,
             "config": asdict(self.config) | {"act_args": dict(self.config.act_args)},
         }
+
+
+def check_writable(what: str, path: str) -> None:
+    """Fail before training, not after it, when ``path`` cannot be written."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"cannot write {what} {path!r}: folder {folder!r} does not exist")
+    if os.path.isdir(path):
+        raise ConfigError(f"cannot write {what} {path!r}: it is a folder")
 
 
 def resolve_device(name: str | None) -> torch.device:

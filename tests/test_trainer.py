@@ -334,6 +334,9 @@ def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupte
         (["--resume", "/nonexistent/ck.pt"], "no checkpoint at"),
         (["--metrics", "out.txt"], "must end in .csv or .jsonl"),
         (["--checkpoint-every", "5"], "needs --checkpoint"),
+        (["--checkpoint", "/nonexistent/ck.pt"], "folder '/nonexistent' does not exist"),
+        (["--plot", "/nonexistent/loss.png"], "cannot write plot"),
+        (["--metrics", "/nonexistent/m.csv"], "cannot write metrics"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):

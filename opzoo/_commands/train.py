@@ -114,6 +114,10 @@ def run_train(args: argparse.Namespace) -> int:
     registry_from(args)
     from opzoo import _trainer
 
+    for what, path in (("metrics", args.metrics), ("plot", args.plot)):
+        if path:
+            _trainer.check_writable(what, path)
+
     if "resume" in given:
         saved = _trainer.saved_config(given["resume"])
         saved.pop("resume", None)
