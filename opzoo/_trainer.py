@@ -20,7 +20,18 @@ from opzoo.exceptions import CheckpointError, ConfigError, DivergedError, ParamE
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 OPTIMIZERS = ("manual", "sgd", "adam")
 # Settings that define the model and its data; a resumed run must agree with its checkpoint on them.
-MODEL_FIELDS = ("activation", "act_args", "batch", "d_in", "hidden", "d_out", "lr", "dtype", "optimizer")
+MODEL_FIELDS = (
+    "activation",
+    "act_args",
+    "batch",
+    "d_in",
+    "hidden",
+    "d_out",
+    "lr",
+    "act_lr",
+    "dtype",
+    "optimizer",
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +46,9 @@ class TrainConfig:
     d_out: int = 10
     steps: int = 500
     lr: float = 1e-6
+    # A learnable activation's parameters: None scales lr by 1 / (elements sharing each value), since
+    # a shared slope sums the gradient of every element it touches (Adam, scale-free, keeps lr).
+    act_lr: float | None = None
     log_every: int = 100
     seed: int | None = None
     device: str | None = None  # None: cuda when available, else cpu
@@ -64,6 +78,10 @@ class TrainConfig:
             or not (math.isfinite(self.lr) and self.lr > 0)
         ):
             raise ConfigError(f"lr must be a positive finite number, got {self.lr!r}")
+        if self.act_lr is not None and not (
+            isinstance(self.act_lr, (int, float)) and math.isfinite(self.act_lr) and self.act_lr > 0
+        ):
+            raise ConfigError(f"act-lr must be a positive finite number, got {self.act_lr!r}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPES)}")
         if self.optimizer not in OPTIMIZERS:
@@ -248,7 +266,8 @@ def run(
     params = {"w1": w1, "w2": w2, **{f"act.{k}": p for k, p in act.named_parameters()}}
 
     losses: list[float] = []
-    optimizer = _optimizer(config, list(params.values()))
+    optimizer = _optimizer(config, params)
+    rates = learning_rates(config, params)
     if state is not None:
         with torch.no_grad():
             for name, p in params.items():
@@ -281,7 +300,7 @@ def run(
                 on_log(t, value)
             if step is None:
                 loss.backward()
-                _update(config, optimizer, params.values())
+                _update(optimizer, params, rates)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{value:.4g}", refresh=False)
@@ -335,24 +354,41 @@ def _args_label(act: torch.nn.Module) -> str:
     return "(" + ", ".join(f"{k}={v:g}" for k, v in params.items()) + ")"
 
 
-def _optimizer(config: TrainConfig, params: list[torch.Tensor]) -> torch.optim.Optimizer | None:
+def learning_rates(config: TrainConfig, params: Mapping[str, torch.Tensor]) -> dict[str, float]:
+    """The learning rate of each parameter: ``lr`` for the weights, see ``act_lr`` for the rest."""
+    rates = {}
+    for name, p in params.items():
+        if not name.startswith("act."):
+            rates[name] = config.lr
+        elif config.act_lr is not None:
+            rates[name] = config.act_lr
+        elif config.optimizer == "adam":
+            rates[name] = config.lr
+        else:
+            rates[name] = config.lr * p.numel() / (config.batch * config.hidden)
+    return rates
+
+
+def _optimizer(config: TrainConfig, params: Mapping[str, torch.Tensor]) -> torch.optim.Optimizer | None:
+    rates = learning_rates(config, params)
+    groups = [{"params": [p], "lr": rates[name]} for name, p in params.items()]
     if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=config.lr)
+        return torch.optim.SGD(groups, lr=config.lr)
     if config.optimizer == "adam":
-        return torch.optim.Adam(params, lr=config.lr)
+        return torch.optim.Adam(groups, lr=config.lr)
     return None
 
 
-def _update(config: TrainConfig, optimizer: Any, params: Any) -> None:
+def _update(optimizer: Any, params: Mapping[str, torch.Tensor], rates: Mapping[str, float]) -> None:
     if optimizer is not None:
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
         return
     # The seed's update, outside autograd, then the gradients zeroed by hand.
     with torch.no_grad():
-        for p in params:
+        for name, p in params.items():
             if p.grad is not None:
-                p -= config.lr * p.grad
+                p -= rates[name] * p.grad
                 p.grad.zero_()
 
 
@@ -369,7 +405,7 @@ def _compiled_step(
     """
     from torch.func import functional_call, grad_and_value
 
-    lr = config.lr
+    rates = learning_rates(config, params)
 
     def loss_fn(w: dict[str, torch.Tensor]) -> torch.Tensor:
         act_w = {k[4:]: v for k, v in w.items() if k.startswith("act.")}
@@ -378,7 +414,7 @@ def _compiled_step(
 
     def step(w: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         grads, loss = grad_and_value(loss_fn)(w)
-        return {k: w[k] - lr * grads[k] for k in w}, loss
+        return {k: w[k] - rates[k] * grads[k] for k in w}, loss
 
     compiled = torch.compile(step, backend=config.compile_backend)
 

@@ -91,6 +91,20 @@ def test_act_args_must_be_taken_by_the_activation():
         _trainer.compare(_trainer.TrainConfig(**SMALL, act_args={"beta": 1.0}), ["myrelu", "silu"])
 
 
+def test_act_lr_sets_the_activations_learning_rate():
+    """--act-lr overrides the scaled default for a learnable activation's parameters only."""
+    from opzoo._trainer import TrainConfig, learning_rates
+
+    params = {"w1": torch.zeros(3), "act.slope": torch.zeros(())}
+    assert learning_rates(TrainConfig(lr=1e-6), params) == {"w1": 1e-6, "act.slope": 1e-6 / 6400}
+    assert learning_rates(TrainConfig(lr=1e-6, act_lr=1e-3), params)["act.slope"] == 1e-3
+    assert learning_rates(TrainConfig(lr=1e-3, optimizer="adam"), params)["act.slope"] == 1e-3
+    frozen = opzoo.train(**SMALL, activation="prelu", act_lr=1e-30)
+    assert frozen.weights["act.slope"].item() == pytest.approx(0.25)
+    with pytest.raises(opzoo.ConfigError, match="act-lr must be a positive finite number"):
+        opzoo.train(**SMALL, activation="prelu", act_lr=-1.0)
+
+
 def test_learnable_activation_compiles():
     """--compile also trains a learnable activation's parameters, agreeing with eager."""
     eager = opzoo.train(**SMALL, activation="prelu")

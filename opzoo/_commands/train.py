@@ -43,6 +43,13 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--d-out", type=int, default=S, help="D_out (default 10)")
     g.add_argument("--steps", type=int, default=S, help="training steps (default 500)")
     g.add_argument("--lr", type=float, default=S, help="learning rate (default 1e-6)")
+    g.add_argument(
+        "--act-lr",
+        type=float,
+        default=S,
+        help="learning rate of a learnable activation's parameters (default: lr / elements sharing "
+        "each; lr with adam)",
+    )
     g.add_argument("--log-every", type=int, default=S, help="print the loss every K steps (default 100)")
     g.add_argument(
         "--optimizer",
@@ -90,6 +97,7 @@ _TRAIN_OPTIONS = (
     "d_out",
     "steps",
     "lr",
+    "act_lr",
     "log_every",
     "optimizer",
     "device",
