@@ -89,29 +89,16 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-_TRAIN_OPTIONS = (
-    "seed",
-    "batch",
-    "d_in",
-    "hidden",
-    "d_out",
-    "steps",
-    "lr",
-    "act_lr",
-    "log_every",
-    "optimizer",
-    "device",
-    "dtype",
-    "compile",
-    "compile_backend",
-    "checkpoint",
-    "checkpoint_every",
-    "resume",
-)
-
-
 def run_train(args: argparse.Namespace) -> int:
-    given: dict[str, Any] = {k: getattr(args, k) for k in _TRAIN_OPTIONS if hasattr(args, k)}
+    from dataclasses import fields
+
+    from opzoo import _trainer
+
+    # Options default to SUPPRESS, so args holds only the TrainConfig fields given on the line.
+    given: dict[str, Any] = {
+        f.name: getattr(args, f.name) for f in fields(_trainer.TrainConfig) if hasattr(args, f.name)
+    }
+    given.pop("activation", None)
     if hasattr(args, "act_arg"):
         given["act_args"] = _parse_act_args(args.act_arg)
     names = [n.strip() for n in getattr(args, "activation", "myrelu").split(",") if n.strip()]
@@ -120,8 +107,6 @@ def run_train(args: argparse.Namespace) -> int:
     if args.metrics and not args.metrics.endswith((".csv", ".jsonl")):
         raise ConfigError(f"--metrics FILE must end in .csv or .jsonl, got {args.metrics!r}")
     registry_from(args)
-    from opzoo import _trainer
-
     for what, path in (("metrics", args.metrics), ("plot", args.plot)):
         if path:
             _trainer.check_writable(what, path)

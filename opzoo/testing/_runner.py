@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import torch
@@ -31,7 +31,6 @@ class Result:
     worst: dict[str, Any] | None = None
     seconds: float = 0.0
     repro: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -39,7 +38,7 @@ class Result:
         return f"{self.prop}[{self.op}{suffix}]"
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "extra"} | {"id": self.id}
+        return dict(self.__dict__) | {"id": self.id}
 
     def report(self) -> str:
         """A multi-line failure report: the op, the property, the example, the worst mismatch."""

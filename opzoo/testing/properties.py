@@ -4,7 +4,7 @@ raises :class:`PropertyFailed` (or any error the op itself raises) when the prop
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -40,7 +40,6 @@ class Bound:
     params: dict[str, float]
     fn: Callable[..., torch.Tensor]
     extras: tuple[torch.Tensor, ...] = ()
-    extra_names: tuple[str, ...] = field(default=())
 
     def __call__(self, x: torch.Tensor, *extras: torch.Tensor) -> torch.Tensor:
         return self.fn(x, *(extras or self.extras))
@@ -79,7 +78,7 @@ def bind(
     def fn(x: torch.Tensor, *ps: torch.Tensor) -> torch.Tensor:
         return torch.func.functional_call(module, dict(zip(names, ps)), (x,))
 
-    return Bound(spec, bound, fn, tensors, names)
+    return Bound(spec, bound, fn, tensors)
 
 
 def _ramp(like: torch.Tensor) -> torch.Tensor:
