@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from opzoo._contract import Contract, Param
 from opzoo._loading import load
-from opzoo._registry import Failure, OpSpec, Registry, Source
+from opzoo._records import Failure, Source
+from opzoo._registry import OpSpec, Registry
 from opzoo.exceptions import (
     CheckpointError,
+    CompileError,
     ConfigError,
     ContractError,
     DivergedError,
@@ -31,6 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CheckpointError",
+    "CompileError",
     "ConfigError",
     "Contract",
     "ContractError",
@@ -61,15 +64,17 @@ __all__ = [
     "train",
 ]
 
-_registry: Registry | None = None
+# The registry behind the convenience functions below. The CLI and the pytest plugin load their own
+# and pass it along; nothing outside this module assigns it.
+_default: Registry | None = None
 
 
 def registry(*, reload: bool = False) -> Registry:
-    """Return the process-wide registry, loading installed plugins on first use."""
-    global _registry
-    if _registry is None or reload:
-        _registry = load()
-    return _registry
+    """Return the process-wide default registry, loading installed plugins on first use."""
+    global _default
+    if _default is None or reload:
+        _default = load()
+    return _default
 
 
 def get(name: str) -> type:

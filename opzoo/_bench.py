@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from opzoo._memory import saved_bytes
-from opzoo._registry import OpSpec
+from opzoo._registry import OpSpec, Registry
 
 SIZES = (6_400, 1_000_000, 16_000_000)
 QUICK_SIZES = (64, 4_096)
@@ -110,11 +110,9 @@ def bench_ops(
             gen = torch.Generator().manual_seed(n)
             x = torch.randn(n, generator=gen).to(device).requires_grad_()
             g = torch.randn(n, generator=gen).to(device)
-            for spec in specs:
-                if spec.kind != "function" or spec.contract.reference is None:
-                    continue
+            for spec in _with_reference(specs):
                 params = spec.contract.defaults()
-                ours = sync(_fwd_bwd(lambda t: spec.apply(t), x, g))
+                ours = sync(_fwd_bwd(spec.bound(), x, g))
                 ref = sync(_fwd_bwd(lambda t: spec.contract.reference(t, **params), x, g))
                 reps = repeat if n < 5_000_000 else max(3, repeat // 4)
                 t_ours, t_ref = paired_medians(ours, ref, repeat=reps, min_time=0.05)
@@ -132,15 +130,18 @@ def bench_ops(
     return rows
 
 
+def _with_reference(specs: Sequence[OpSpec]) -> list[OpSpec]:
+    """The ops that declare a reference to be measured against."""
+    return [s for s in specs if s.contract.reference is not None]
+
+
 def bench_memory(specs: Sequence[OpSpec], n: int = 100_000) -> list[Row]:
     """Bytes saved for backward per element, vs the reference (storage shared with the output is free)."""
     x = torch.randn(n)
     rows = []
-    for spec in specs:
-        if spec.kind != "function" or spec.contract.reference is None:
-            continue
+    for spec in _with_reference(specs):
         params = spec.contract.defaults()
-        ours = saved_bytes(lambda t: spec.apply(t), x) / n
+        ours = saved_bytes(spec.bound(), x) / n
         ref = saved_bytes(lambda t: spec.contract.reference(t, **params), x) / n
         rows.append(
             Row(
@@ -156,7 +157,7 @@ def bench_memory(specs: Sequence[OpSpec], n: int = 100_000) -> list[Row]:
     return rows
 
 
-def bench_trainer(steps: int, repeat: int, quick: bool) -> list[Row]:
+def bench_trainer(registry: Registry, steps: int, repeat: int, quick: bool) -> list[Row]:
     """Seconds per step of opzoo's trainer vs a hand-written seed loop, same activation and data."""
     from opzoo import _trainer
 
@@ -164,17 +165,11 @@ def bench_trainer(steps: int, repeat: int, quick: bool) -> list[Row]:
     config = _trainer.TrainConfig(steps=steps, seed=0, **sizes)
     data = _trainer.make_data(config)
     rows = []
-    for name, act in (("myrelu", None), ("torch:relu", torch.relu)):
-        if act is None:
-            from opzoo import info
-
-            fn = info("myrelu").target.apply
-        else:
-            fn = act
+    for name, fn in (("myrelu", registry.get("myrelu").apply), ("torch:relu", torch.relu)):
         cfg = _trainer.TrainConfig(**{**config.__dict__, "activation": name})
 
         def opzoo_run() -> Any:
-            return _trainer.run(cfg, data=data)
+            return _trainer.run(cfg, registry=registry, data=data)
 
         def hand_run() -> Any:
             return _seed_loop(fn, data, steps, cfg.lr)
@@ -218,57 +213,7 @@ def bench_startup(repeat: int) -> list[Row]:
     for label, args in (("opzoo --help", ("-m", "opzoo", "--help")), ("opzoo list", ("-m", "opzoo", "list"))):
         t, t_bare = paired_medians(timed(*args), bare, repeat=repeat, warmup=1)
         rows.append(Row("start-up", label, "wall time vs python -c pass", t * 1e3, t_bare * 1e3, "ms"))
-    code = (
-        "import sys, opzoo; from opzoo.cli import main; main(['list']); "
-        "mods = [m for m in sys.modules if m.startswith(('opzoo_bentid', 'opzoo_smooth'))]; "
-        "print('plugin modules imported:', sorted(mods), file=sys.stderr)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    names = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys, opzoo; opzoo.names(); print(sorted(m for m in sys.modules if "
-            "m.startswith(('torch', 'opzoo_bentid', 'opzoo_smooth.ops'))))",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    rows[-1].extra["imports"] = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ""
-    rows[-1].extra["names_imports"] = names.stdout.strip()
     return rows
-
-
-PIECEWISE_LINEAR = {"myrelu", "leaky_relu", "hardtanh", "hardsigmoid"}
-
-
-def target(row: Row) -> float | None:
-    """The issue's target for this row's ratio (or, for --help, milliseconds), where there is one."""
-    if row.section == "op speed" and row.extra.get("builtin"):
-        n = int(row.detail.split()[0].replace(",", ""))
-        if row.name == "myrelu":
-            return 1.5 if n < 100_000 else 1.15
-        if n == 1_000_000:
-            return 1.3 if row.name in PIECEWISE_LINEAR else 2.0
-    if row.section == "saved memory" and row.extra.get("builtin"):
-        return 1.0  # bytes per element over the reference
-    if row.section == "trainer":
-        return 1.05
-    if row.section == "start-up" and row.name == "opzoo --help":
-        return 500.0  # ms, absolute
-    return None
-
-
-def verdict(row: Row) -> str:
-    goal = target(row)
-    if goal is None:
-        return ""
-    if row.section == "saved memory":
-        value = row.extra["over_reference"]
-        return f"<= +{goal:g} B: " + ("met" if value <= goal else "MISSED")
-    if row.section == "start-up":
-        return f"< {goal:g} ms: " + ("met" if row.ours < goal else "MISSED")
-    return f"<= {goal:g}x: " + ("met" if row.ratio <= goal else "MISSED")
 
 
 def machine() -> dict[str, Any]:

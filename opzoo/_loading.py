@@ -8,14 +8,15 @@ strict mode turns a failure into an error.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import pluggy
 
 from opzoo import hookspecs
-from opzoo._registry import Failure, Registry, Source, _one_line, canonical_dist, import_path
+from opzoo._records import Failure, Source, canonical_dist, one_line
+from opzoo._registry import Registry, import_path
 from opzoo.exceptions import PluginError
 
 OPS_GROUP = "opzoo.ops"
@@ -39,6 +40,49 @@ class Declared:
 
     def source(self, via: str) -> Source:
         return Source(self.dist, self.version, f"{self.group}: {self.name} = {self.value}", via)
+
+
+@dataclass
+class Plugins:
+    """The pluggy plugins of one registry. Each hook is called plugin by plugin, so that one that
+    raises or returns junk is recorded as that plugin's failure and harms no other."""
+
+    pm: pluggy.PluginManager
+    sources: dict[str, Source] = field(default_factory=dict)  # pluggy name -> where it came from
+
+    def source(self, plugin_name: str) -> Source:
+        return self.sources.get(plugin_name, Source(entry_point=plugin_name, via="hook"))
+
+    def each(self, hook: str) -> list[Any]:
+        """The implementations of ``hook``, in the order pluggy would call them."""
+        return list(reversed(getattr(self.pm.hook, hook).get_hookimpls()))
+
+    def first(
+        self,
+        hook: str,
+        record: Callable[[Failure], None],
+        accept: Callable[[Any], bool] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Call ``hook``'s implementations in turn; return the first non-None result, as pluggy's
+        ``firstresult`` does, passing over (and recording) any that raise or return what
+        ``accept`` refuses."""
+        what = kwargs.get("spec")
+        about = f" for op {what.name!r}" if getattr(what, "name", None) else ""
+        for impl in self.each(hook):
+            source = self.source(impl.plugin_name)
+            try:
+                result = impl.function(**{k: kwargs[k] for k in impl.argnames})
+            except Exception as exc:  # a plugin's hook may raise anything; isolate it
+                record(Failure(source, f"hook {hook} raised{about}: {one_line(exc)}"))
+                continue
+            if result is None:
+                continue
+            if accept is not None and not accept(result):
+                record(Failure(source, f"hook {hook} returned a {type(result).__name__}{about}"))
+                continue
+            return result
+        return None
 
 
 def installed() -> list[Declared]:
@@ -93,9 +137,8 @@ def load(
     registry = Registry()
     pm = pluggy.PluginManager("opzoo")
     pm.add_hookspecs(hookspecs)
-    registry.hook = pm.hook
+    plugins = registry.plugins = Plugins(pm)
 
-    sources: dict[str, Source] = {}  # pluggy plugin name -> where that plugin came from
     entries = installed() if declared is None else list(declared)
     for d in entries:
         is_builtin = d.dist is not None and canonical_dist(d.dist) == BUILTIN_DIST
@@ -104,9 +147,9 @@ def load(
         if d.group == OPS_GROUP:
             registry.offer(d.name, d.value, d.source("entry point"))
         elif d.group == HOOKS_GROUP:
-            _register_hook_plugin(pm, registry, d, sources)
+            _register_hook_plugin(plugins, registry, d)
 
-    _collect_hook_ops(pm, registry, sources)
+    _collect_hook_ops(plugins, registry)
     if strict:
         registry.load_all()
         failures = registry.failures()
@@ -115,16 +158,14 @@ def load(
     return registry
 
 
-def _register_hook_plugin(
-    pm: pluggy.PluginManager, registry: Registry, d: Declared, sources: dict[str, Source]
-) -> None:
-    source = d.source("hook")
+def _register_hook_plugin(plugins: Plugins, registry: Registry, d: Declared) -> None:
+    pm, source = plugins.pm, d.source("hook")
     name = f"{d.dist or 'local'}:{d.name}"
     try:
         plugin = import_path(d.value)
         pm.register(plugin, name=name)
     except Exception as exc:  # a plugin's import may raise anything; isolate it
-        registry.record(Failure(source, _one_line(exc)))
+        registry.record(Failure(source, one_line(exc)))
         return
     # pluggy defers unknown hook names to check_pending(), which fails for all plugins at once.
     unknown = [
@@ -138,13 +179,13 @@ def _register_hook_plugin(
         pm.unregister(plugin)
         registry.record(Failure(source, f"implements unknown hook {unknown[0]!r}"))
         return
-    sources[name] = source
+    plugins.sources[name] = source
 
 
-def _collect_hook_ops(pm: pluggy.PluginManager, registry: Registry, sources: dict[str, Source]) -> None:
+def _collect_hook_ops(plugins: Plugins, registry: Registry) -> None:
     """Call each plugin's ``opzoo_ops`` on its own, so that one that raises harms no other."""
-    for impl in pm.hook.opzoo_ops.get_hookimpls():
-        source = sources.get(impl.plugin_name, Source(entry_point=impl.plugin_name, via="hook"))
+    for impl in plugins.pm.hook.opzoo_ops.get_hookimpls():
+        source = plugins.source(impl.plugin_name)
         try:
             offered = impl.function()
             if offered is None:
@@ -152,7 +193,7 @@ def _collect_hook_ops(pm: pluggy.PluginManager, registry: Registry, sources: dic
             if not isinstance(offered, Mapping):
                 raise TypeError(f"opzoo_ops must return a mapping, got {type(offered).__name__}")
         except Exception as exc:
-            registry.record(Failure(source, f"hook opzoo_ops raised {_one_line(exc)}"))
+            registry.record(Failure(source, f"hook opzoo_ops raised {one_line(exc)}"))
             continue
         for name, ref in offered.items():
             registry.offer(str(name), ref, source)

@@ -11,9 +11,10 @@ import inspect
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from opzoo._contract import Contract, contract_of, summary_of, validate
+from opzoo._records import Failure, Source, canonical_dist, one_line
 from opzoo.exceptions import (
     ContractError,
     DuplicateOpError,
@@ -22,47 +23,9 @@ from opzoo.exceptions import (
     PluginError,
 )
 
+__all__ = ["Failure", "OpSpec", "Registry", "Source", "canonical_dist", "import_path", "make_spec"]
+
 _NAME = re.compile(r"^[a-z_][a-z0-9_.\-]*$")
-LOCAL = "local"  # the qualifier of ops registered in-process
-
-
-def canonical_dist(name: str) -> str:
-    """Return a distribution name normalised as packaging does (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where an op offer came from."""
-
-    dist: str | None = None  # distribution name; None for in-process registration
-    version: str | None = None
-    entry_point: str | None = None  # e.g. "opzoo.ops: myrelu = opzoo.ops.relu:MyReLU"
-    via: str = "register"  # "entry point", "hook" or "register"
-
-    @property
-    def qualifier(self) -> str:
-        """The prefix that reaches this source's ops in a qualified lookup (``dist:name``)."""
-        return canonical_dist(self.dist) if self.dist else LOCAL
-
-    def __str__(self) -> str:
-        if not self.dist:
-            return "in-process"
-        return f"{self.dist} {self.version}" if self.version else self.dist
-
-
-@dataclass(frozen=True)
-class Failure:
-    """One plugin or op that failed to load; recorded, never fatal unless strict."""
-
-    source: Source
-    reason: str
-    name: str | None = None  # the op's name, where one is known
-
-    def __str__(self) -> str:
-        where = f" ({self.source.entry_point})" if self.source.entry_point else ""
-        what = f"op {self.name!r} from " if self.name else ""
-        return f"{what}{self.source}{where}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -84,20 +47,27 @@ class OpSpec:
     def params(self) -> Mapping[str, Any]:
         return self.contract.params
 
-    def apply(self, x: Any, **params: Any) -> Any:
-        """Apply the op to ``x`` with validated parameters (defaults for those not given)."""
-        bound = self.contract.bind(params)
-        if self.kind == "function":
-            return self.target.apply(x, *bound.values())
-        return self.target(**bound)(x)
+    def bound(self, **params: Any) -> Callable[..., Any]:
+        """Return the op with validated parameters fixed (defaults for those not given).
 
-    def build(self, **params: Any) -> Any:
-        """Return the op as an ``nn.Module``: the learnable module itself, or a Function wrapped."""
+        Call the result on the op's tensor inputs. A Function gives a plain callable; a learnable
+        Module gives a fresh instance of itself, an ``nn.Module`` holding its parameters. This is
+        the one place that tells the two kinds apart.
+        """
+        values = self.contract.bind(params)
         if self.kind == "module":
-            return self.target(**self.contract.bind(params))
-        from opzoo.nn import Activation
+            return self.target(**values)
+        apply, args = self.target.apply, tuple(values.values())
 
-        return Activation(self, **params)
+        def op(*tensors: Any) -> Any:
+            return apply(*tensors, *args)
+
+        op.__name__ = op.__qualname__ = self.name
+        return op
+
+    def apply(self, *tensors: Any, **params: Any) -> Any:
+        """Apply the op to its tensor inputs, with validated parameters."""
+        return self.bound(**params)(*tensors)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready description (used by ``opzoo info --json``)."""
@@ -192,17 +162,9 @@ class _Offer:
             target = import_path(self.ref) if isinstance(self.ref, str) else self.ref
             self.spec = make_spec(self.name, target, self.source)
         except Exception as exc:  # a plugin's import may raise anything; isolate it
-            self.failure = Failure(self.source, _one_line(exc), self.name)
+            self.failure = Failure(self.source, one_line(exc), self.name)
             raise PluginError(self.failure) from exc
         return self.spec
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    detail = text[0] if text else ""
-    if isinstance(exc, OpZooError):
-        return detail
-    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 @dataclass
@@ -211,7 +173,9 @@ class Registry:
 
     _offers: dict[str, list[_Offer]] = field(default_factory=dict)
     _failures: list[Failure] = field(default_factory=list)
-    hook: Any = None  # pluggy's hook relay, when loaded with plugins
+    #: The pluggy plugins (:class:`opzoo._loading.Plugins`), when loaded with any; None for tests.
+    plugins: Any = None
+    _strategies: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     # -- adding -----------------------------------------------------------------------------
 
@@ -308,6 +272,23 @@ class Registry:
         if len(offers) > 1:
             raise DuplicateOpError(base, [o.source.qualifier for o in offers])
         return offers[0]
+
+    def input_strategy(self, spec: OpSpec, dtype: Any, accept: Callable[[Any], bool] | None = None) -> Any:
+        """Return a plugin's input strategy for ``spec`` in ``dtype``, or None for the default.
+
+        Asked once per op and dtype, then cached. A plugin whose hook raises, or returns something
+        ``accept`` refuses, is recorded as that plugin's failure and passed over, so it cannot fail
+        the checks of another plugin's op.
+        """
+        key = (spec.name, str(dtype))
+        if key not in self._strategies:
+            found = None
+            if self.plugins is not None:
+                found = self.plugins.first(
+                    "opzoo_input_strategy", self.record, accept, spec=spec, dtype=dtype
+                )
+            self._strategies[key] = found
+        return self._strategies[key]
 
     # -- loading everything -----------------------------------------------------------------
 

@@ -10,12 +10,17 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
 
 from opzoo import _checkpoint
+from opzoo._compiled import compiled_step
 from opzoo.exceptions import CheckpointError, ConfigError, DivergedError, ParamError
+from opzoo.nn import Activation, TorchActivation, create, params_of
+
+if TYPE_CHECKING:
+    from opzoo._registry import Registry
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 OPTIMIZERS = ("manual", "sgd", "adam")
@@ -158,66 +163,20 @@ def resolve_device(name: str | None) -> torch.device:
     return device
 
 
-class _TorchFunction(torch.nn.Module):
-    """A native torch function as the activation, for baselines like ``torch:relu``."""
-
-    def __init__(self, name: str, fn: Callable[..., torch.Tensor], kwargs: Mapping[str, float]) -> None:
-        super().__init__()
-        self.name, self.fn, self.kwargs = name, fn, dict(kwargs)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fn(x, **self.kwargs)
-
-    def extra_repr(self) -> str:
-        return f"torch:{self.name}"
-
-
-def _baseline(name: str) -> tuple[str, Callable[..., torch.Tensor], set[str]]:
-    """Resolve ``torch:NAME`` to the function and the keyword parameters it takes."""
-    import inspect
-
-    fname = name.split(":", 1)[1]
-    fn = getattr(torch.nn.functional, fname, None) or getattr(torch, fname, None)
-    if not callable(fn):
-        raise ConfigError(f"torch has no function {fname!r} to use as a baseline")
-    try:
-        accepted = set(list(inspect.signature(fn).parameters)[1:])
-    except (TypeError, ValueError):  # a builtin without a signature takes only its input here
-        accepted = set()
-    return fname, fn, accepted
-
-
-def accepted_args(name: str) -> set[str]:
-    """The parameter names activation ``name`` takes."""
-    if name.lower().startswith("torch:"):
-        return _baseline(name)[2]
-    import opzoo
-
-    return set(opzoo.info(name).params)
-
-
-def activation_module(name: str, act_args: Mapping[str, float]) -> torch.nn.Module:
-    """Return the activation ``name`` as a module: a registered op, or ``torch:NAME`` for a baseline.
-
-    Every key of ``act_args`` must be a parameter of the activation.
-    """
-    unknown = sorted(set(act_args) - accepted_args(name))
-    if unknown:
-        takes = ", ".join(sorted(accepted_args(name))) or "none"
-        raise ParamError(f"{name!r} takes no parameter {unknown[0]!r}; its parameters: {takes}")
-    if name.lower().startswith("torch:"):
-        fname, fn, _ = _baseline(name)
-        return _TorchFunction(fname, fn, act_args)
-    import opzoo
-
-    spec = opzoo.info(name)
-    low, high = spec.contract.domain
-    if (low, high) != (-math.inf, math.inf):
-        raise ConfigError(
-            f"{spec.name!r} is defined on ({low:g}, {high:g}) only, but the hidden layer's "
-            "pre-activations take any real value; it cannot be the trainer's activation"
-        )
-    return spec.build(**act_args)
+def activation_module(
+    name: str, act_args: Mapping[str, float], registry: Registry | None = None
+) -> Activation | TorchActivation:
+    """Return activation ``name`` as a module (see :func:`opzoo.nn.create`), refusing an op that is
+    not defined on all reals: the hidden layer's pre-activations take any real value."""
+    act = create(name, registry=registry, **act_args)
+    if isinstance(act, Activation):
+        low, high = act.spec.contract.domain
+        if (low, high) != (-math.inf, math.inf):
+            raise ConfigError(
+                f"{act.spec.name!r} is defined on ({low:g}, {high:g}) only, but the hidden layer's "
+                "pre-activations take any real value; it cannot be the trainer's activation"
+            )
+    return act
 
 
 def make_data(config: TrainConfig) -> dict[str, torch.Tensor]:
@@ -233,25 +192,29 @@ def make_data(config: TrainConfig) -> dict[str, torch.Tensor]:
     return {"x": x, "y": y, "w1": w1, "w2": w2}
 
 
-def train(config: TrainConfig | None = None, **overrides: Any) -> TrainResult:
+def train(
+    config: TrainConfig | None = None, *, registry: Registry | None = None, **overrides: Any
+) -> TrainResult:
     """Train the seed's network with one activation; keywords override ``config``'s fields.
 
-    on_log(step, loss) and progress are not part of the config: pass them through :func:`run`.
+    Ops are looked up in ``registry`` (the default one if None). on_log(step, loss) and progress
+    are not part of the config: pass them through :func:`run`.
     """
     config = replace(config or TrainConfig(), **overrides)
-    return run(config)
+    return run(config, registry=registry)
 
 
 def run(
     config: TrainConfig,
     *,
+    registry: Registry | None = None,
     data: Mapping[str, torch.Tensor] | None = None,
     on_log: Callable[[int, float], None] | None = None,
     progress: bool = False,
 ) -> TrainResult:
     """Train with ``config``; ``data`` (x, y, w1, w2) is drawn when not given."""
     config.validate()
-    act = activation_module(config.activation, config.act_args)
+    act = activation_module(config.activation, config.act_args, registry)
     state = _checkpoint.load(config.resume) if config.resume else None
     if state is not None:
         _check_resumable(config, state)
@@ -280,7 +243,11 @@ def run(
     if start > config.steps:
         raise ConfigError(f"the checkpoint is at step {start}, past --steps {config.steps}")
 
-    step = _compiled_step(config, act, params, x, y) if config.compile else None
+    step = None
+    if config.compile:
+        step = compiled_step(
+            act, params, x, y, rates, backend=config.compile_backend, label=config.activation
+        )
     bar = _progress_bar(config, start) if progress else None
     began = time.perf_counter()
     try:
@@ -322,6 +289,7 @@ def compare(
     config: TrainConfig,
     activations: Sequence[str],
     *,
+    registry: Registry | None = None,
     on_log: Callable[[str, int, float], None] | None = None,
     progress: bool = False,
 ) -> list[TrainResult]:
@@ -331,27 +299,27 @@ def compare(
     config.validate()
     # Each activation gets the --act-arg values it takes; a value no activation takes is an error.
     own = {
-        name: {k: v for k, v in config.act_args.items() if k in accepted_args(name)} for name in activations
+        name: {k: v for k, v in config.act_args.items() if k in params_of(name, registry=registry)}
+        for name in activations
     }
     unused = sorted(set(config.act_args) - {k for args in own.values() for k in args})
     if unused:
         raise ParamError(f"no activation among {', '.join(activations)} takes parameter {unused[0]!r}")
     for name in activations:  # fail on a bad name or value before any training starts
-        activation_module(name, own[name])
+        activation_module(name, own[name], registry)
     data = make_data(config)
     results = []
     for name in activations:
         log = None if on_log is None else (lambda t, v, n=name: on_log(n, t, v))
         cfg = replace(config, activation=name, act_args=own[name])
-        results.append(run(cfg, data=data, on_log=log, progress=progress))
+        results.append(run(cfg, registry=registry, data=data, on_log=log, progress=progress))
     return results
 
 
-def _args_label(act: torch.nn.Module) -> str:
-    params = getattr(act, "params", None)
-    if not params:
+def _args_label(act: Activation | TorchActivation) -> str:
+    if not act.params:
         return ""
-    return "(" + ", ".join(f"{k}={v:g}" for k, v in params.items()) + ")"
+    return "(" + ", ".join(f"{k}={v:g}" for k, v in act.params.items()) + ")"
 
 
 def learning_rates(config: TrainConfig, params: Mapping[str, torch.Tensor]) -> dict[str, float]:
@@ -390,47 +358,6 @@ def _update(optimizer: Any, params: Mapping[str, torch.Tensor], rates: Mapping[s
             if p.grad is not None:
                 p -= rates[name] * p.grad
                 p.grad.zero_()
-
-
-def _compiled_step(
-    config: TrainConfig,
-    act: torch.nn.Module,
-    params: dict[str, torch.Tensor],
-    x: torch.Tensor,
-    y: torch.Tensor,
-) -> Callable[[], torch.Tensor]:
-    """Return a step whose forward, backward and update are one compiled, functional graph.
-
-    This is seed 003's static graph: the update is part of the graph, as TensorFlow's ``assign`` is.
-    """
-    from torch.func import functional_call, grad_and_value
-
-    rates = learning_rates(config, params)
-
-    def loss_fn(w: dict[str, torch.Tensor]) -> torch.Tensor:
-        act_w = {k[4:]: v for k, v in w.items() if k.startswith("act.")}
-        h = functional_call(act, act_w, (x.mm(w["w1"]),)) if act_w else act(x.mm(w["w1"]))
-        return (h.mm(w["w2"]) - y).pow(2).sum()
-
-    def step(w: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        grads, loss = grad_and_value(loss_fn)(w)
-        return {k: w[k] - rates[k] * grads[k] for k in w}, loss
-
-    compiled = torch.compile(step, backend=config.compile_backend)
-
-    def run_step() -> torch.Tensor:
-        current = {k: p.detach() for k, p in params.items()}
-        try:
-            new, loss = compiled(current)
-        except Exception as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ConfigError(f"--compile failed for {config.activation!r}: {first}") from None
-        with torch.no_grad():
-            for k, p in params.items():
-                p.copy_(new[k])
-        return loss
-
-    return run_step
 
 
 def _progress_bar(config: TrainConfig, start: int) -> Any:

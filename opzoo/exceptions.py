@@ -11,7 +11,8 @@ matches its meaning, so callers can catch either::
     ├── ParamError           (ValueError)     a bad value for an op parameter
     ├── ConfigError          (ValueError)     a bad trainer or command setting
     ├── CheckpointError                       a checkpoint cannot be read or written
-    └── DivergedError        (ArithmeticError) training produced a non-finite loss
+    ├── DivergedError        (ArithmeticError) training produced a non-finite loss
+    └── CompileError         (RuntimeError)   torch.compile failed on a valid setting
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
-    from opzoo._registry import Failure
+    from opzoo._records import Failure
 
 
 class OpZooError(Exception):
@@ -83,3 +84,9 @@ class DivergedError(OpZooError, ArithmeticError):
     """Training produced a non-finite loss."""
 
     exit_code = 1  # not a usage mistake: the run itself failed
+
+
+class CompileError(OpZooError, RuntimeError):
+    """torch.compile failed on a setting that was valid: the compiler's or the op's failure."""
+
+    exit_code = 1  # not a usage mistake; the cause is chained for a debugger

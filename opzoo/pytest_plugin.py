@@ -11,6 +11,12 @@ from typing import Any
 
 import pytest
 
+from opzoo.testing._profiles import HELP as PROFILES_HELP
+from opzoo.testing._profiles import PROFILES
+
+# The registry this session checks, loaded once at collection; kept on the config, not in a global.
+REGISTRY = pytest.StashKey[Any]()
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("opzoo", "opzoo property tests of registered ops")
@@ -28,12 +34,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PROPS",
         help="comma-separated properties to check (default: all)",
     )
-    group.addoption(
-        "--opzoo-profile",
-        default=None,
-        choices=("ci", "dev", "thorough"),
-        help="hypothesis profile (default: ci when $CI is set, else dev)",
-    )
+    group.addoption("--opzoo-profile", default=None, choices=list(PROFILES), help=PROFILES_HELP)
 
 
 class OpzooCheckFailed(AssertionError):
@@ -48,16 +49,15 @@ class OpzooItem(pytest.Item):
         self.op, self.prop, self.device = op, prop, device
 
     def runtest(self) -> None:
-        import opzoo
         from opzoo.testing import check_property
 
-        spec = opzoo.info(self.op)
+        registry = self.config.stash[REGISTRY]
         result = check_property(
-            spec,
+            registry.info(self.op),
             self.prop,
             profile=self.config.getoption("opzoo_profile"),
             device=self.device,
-            hook=opzoo.registry().hook,
+            registry=registry,
         )
         if result.status == "skip":
             pytest.skip(result.reason)
@@ -95,11 +95,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     wanted = config.getoption("opzoo")
     if wanted is None:
         return
-    import opzoo
-    from opzoo.testing import PROPERTIES
-    from opzoo.testing._runner import DEVICES
+    from opzoo._loading import load
+    from opzoo.testing._runner import DEVICES, parse_properties, result_id
 
-    reg = opzoo.registry()
+    reg = config.stash[REGISTRY] = load()
     if wanted == "*":
         names = [spec.name for spec in reg.load_all()]
         for i, failure in enumerate(reg.failures()):
@@ -107,19 +106,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             items.append(OpzooLoadItem.from_parent(session, name=f"load[{label}-{i}]", failure=str(failure)))
     else:
         names = [n.strip() for n in wanted.split(",") if n.strip()]
-    props_opt = config.getoption("opzoo_property")
-    props = [p.strip() for p in props_opt.split(",")] if props_opt else list(PROPERTIES)
-    unknown = [p for p in props if p not in PROPERTIES]
-    if unknown:
-        raise pytest.UsageError(
-            f"--opzoo-property: unknown property {unknown[0]!r}; choose from {', '.join(PROPERTIES)}"
-        )
+    try:
+        props = parse_properties([config.getoption("opzoo_property") or ""])
+    except ValueError as exc:
+        raise pytest.UsageError(f"--opzoo-property: {exc}") from None
     for name in dict.fromkeys(names):
         for prop in props:
             for device in DEVICES:
-                suffix = "" if device == "cpu" else f"-{device}"
-                items.append(
-                    OpzooItem.from_parent(
-                        session, name=f"{prop}[{name}{suffix}]", op=name, prop=prop, device=device
-                    )
-                )
+                item_id = result_id(name, prop, device)
+                items.append(OpzooItem.from_parent(session, name=item_id, op=name, prop=prop, device=device))

@@ -109,14 +109,14 @@ def test_activation_module_in_sequential():
 
 def test_learnable_activation_has_parameters_and_trains():
     """A learnable op's parameters are trained by the trainer."""
-    act = BUILTIN.info("prelu").build(init_slope=0.25)
-    assert [n for n, _ in act.named_parameters()] == ["slope"]
+    act = opzoo.nn.create(BUILTIN.info("prelu"), init_slope=0.25)
+    assert [n for n, _ in act.named_parameters()] == ["inner.slope"]
     result = opzoo.train(activation="prelu", steps=40, d_in=40, hidden=16, lr=3e-6, seed=1)
-    assert "act.slope" in result.weights and result.weights["act.slope"].item() != 0.25
+    assert "act.inner.slope" in result.weights and result.weights["act.inner.slope"].item() != 0.25
     assert result.final_loss < result.losses[0]
     # with the seed's own settings too: the slope's rate is scaled to the 6,400 elements sharing it
     seeded = opzoo.train(activation="prelu", seed=0)
-    assert seeded.final_loss < 1e-3 and seeded.weights["act.slope"].item() != 0.25
+    assert seeded.final_loss < 1e-3 and seeded.weights["act.inner.slope"].item() != 0.25
     wrapped = Activation("swish_beta", init_beta=2.0)
     assert [n for n, _ in wrapped.named_parameters()] == ["inner.beta"]
 

@@ -213,7 +213,7 @@ def test_module_ops_build_modules():
 
     spec = reg.info("learn")
     assert spec.kind == "module"
-    assert isinstance(spec.build(), Learnable)
+    assert isinstance(spec.bound(), Learnable)
 
 
 def test_public_api_is_pinned():

@@ -85,7 +85,11 @@ def test_act_args_must_be_taken_by_the_activation():
         opzoo.train(**SMALL, activation="myrelu", act_args={"alpha": 2.0})
     cfg = _trainer.TrainConfig(**SMALL, act_args={"negative_slope": 0.2})
     results = _trainer.compare(cfg, ["leaky_relu", "myrelu", "torch:leaky_relu"])
-    assert [r.label for r in results] == ["leaky_relu(negative_slope=0.2)", "myrelu", "torch:leaky_relu"]
+    assert [r.label for r in results] == [
+        "leaky_relu(negative_slope=0.2)",
+        "myrelu",
+        "torch:leaky_relu(negative_slope=0.2)",
+    ]
     assert results[0].losses == results[2].losses  # the baseline got the same slope
     with pytest.raises(opzoo.ParamError, match="no activation among myrelu, silu takes parameter 'beta'"):
         _trainer.compare(_trainer.TrainConfig(**SMALL, act_args={"beta": 1.0}), ["myrelu", "silu"])
@@ -95,12 +99,12 @@ def test_act_lr_sets_the_activations_learning_rate():
     """--act-lr overrides the scaled default for a learnable activation's parameters only."""
     from opzoo._trainer import TrainConfig, learning_rates
 
-    params = {"w1": torch.zeros(3), "act.slope": torch.zeros(())}
-    assert learning_rates(TrainConfig(lr=1e-6), params) == {"w1": 1e-6, "act.slope": 1e-6 / 6400}
-    assert learning_rates(TrainConfig(lr=1e-6, act_lr=1e-3), params)["act.slope"] == 1e-3
-    assert learning_rates(TrainConfig(lr=1e-3, optimizer="adam"), params)["act.slope"] == 1e-3
+    params = {"w1": torch.zeros(3), "act.inner.slope": torch.zeros(())}
+    assert learning_rates(TrainConfig(lr=1e-6), params) == {"w1": 1e-6, "act.inner.slope": 1e-6 / 6400}
+    assert learning_rates(TrainConfig(lr=1e-6, act_lr=1e-3), params)["act.inner.slope"] == 1e-3
+    assert learning_rates(TrainConfig(lr=1e-3, optimizer="adam"), params)["act.inner.slope"] == 1e-3
     frozen = opzoo.train(**SMALL, activation="prelu", act_lr=1e-30)
-    assert frozen.weights["act.slope"].item() == pytest.approx(0.25)
+    assert frozen.weights["act.inner.slope"].item() == pytest.approx(0.25)
     with pytest.raises(opzoo.ConfigError, match="act-lr must be a positive finite number"):
         opzoo.train(**SMALL, activation="prelu", act_lr=-1.0)
 
@@ -111,7 +115,7 @@ def test_learnable_activation_compiles():
     compiled = opzoo.train(**SMALL, activation="prelu", compile=True, compile_backend="aot_eager")
     torch.testing.assert_close(compiled.losses, eager.losses, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(
-        compiled.weights["act.slope"], eager.weights["act.slope"], rtol=1e-4, atol=1e-6
+        compiled.weights["act.inner.slope"], eager.weights["act.inner.slope"], rtol=1e-4, atol=1e-6
     )
 
 
@@ -343,7 +347,8 @@ def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupte
         (["--device", "cuda"] if not torch.cuda.is_available() else ["--device", "tpu"], "cuda"),
         (["--optimizer", "lbfgs"], "unknown optimizer 'lbfgs'"),
         (["--activation", "relu6x"], "no op named 'relu6x'"),
-        (["--activation", "torch:nope"], "torch has no function 'nope'"),
+        (["--activation", "torch:nope"], "torch:nope is not a native activation; baselines: torch:celu"),
+        (["--activation", "torch:save"], "torch:save is not a native activation"),
         (["--act-arg", "alpha"], "--act-arg takes KEY=VALUE"),
         (["--resume", "/nonexistent/ck.pt"], "no checkpoint at"),
         (["--metrics", "out.txt"], "must end in .csv or .jsonl"),

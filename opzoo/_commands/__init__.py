@@ -13,13 +13,11 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def registry_from(args: argparse.Namespace) -> Any:
-    """Load the registry as the command line asks, and make it the process-wide one."""
-    import opzoo
+    """Load the registry as the command line asks; the command passes it on to the library."""
+    from opzoo._loading import load
 
-    reg = opzoo.load(
+    return load(
         autoload=False if args.no_autoload else None,
         block=args.block or (),
         strict=True if args.strict else None,
     )
-    opzoo._registry = reg
-    return reg

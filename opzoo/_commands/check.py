@@ -9,6 +9,8 @@ from typing import Any, Sequence
 
 from opzoo._commands import EXIT_FAILED, EXIT_OK, registry_from
 from opzoo.exceptions import ConfigError
+from opzoo.testing._profiles import HELP as PROFILES_HELP
+from opzoo.testing._profiles import PROFILES
 
 
 def add_check(sub: Any) -> argparse.ArgumentParser:
@@ -27,11 +29,7 @@ def add_check(sub: Any) -> argparse.ArgumentParser:
         help="check only these properties (repeatable or comma-separated)",
     )
     p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples per property")
-    p.add_argument(
-        "--profile",
-        choices=("ci", "dev", "thorough"),
-        help="hypothesis profile (default: ci when $CI is set, else dev)",
-    )
+    p.add_argument("--profile", choices=PROFILES, help=PROFILES_HELP)
     p.add_argument(
         "--device",
         choices=("cpu", "cuda", "all"),
@@ -46,22 +44,23 @@ def run_check(args: argparse.Namespace) -> int:
     if args.examples is not None and args.examples <= 0:
         raise ConfigError(f"--examples must be a positive integer, got {args.examples}")
     reg = registry_from(args)
-    from opzoo.testing import PROPERTIES, check
+    from opzoo.testing._runner import check, parse_properties
 
-    props = [p.strip() for item in (args.property or []) for p in item.split(",") if p.strip()]
-    for prop in props:
-        if prop not in PROPERTIES:
-            raise ConfigError(f"unknown property {prop!r}; choose from {', '.join(PROPERTIES)}")
+    try:
+        props = parse_properties(args.property)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     specs = [reg.info(n) for n in args.names] if args.names else sorted(reg.load_all(), key=lambda s: s.name)
-    broken = [] if args.names else reg.failures()
     devices = ("cpu", "cuda") if args.device == "all" else (args.device,)
     results = []
     for spec in specs:
         if not args.json:
             print(f"checking {spec.name} ...", file=sys.stderr, flush=True)
         results += check(
-            spec, props or None, devices=devices, profile=args.profile, examples=args.examples, hook=reg.hook
+            spec, props, devices=devices, profile=args.profile, examples=args.examples, registry=reg
         )
+    # After the checks: a plugin's input-strategy hook that failed during them is reported too.
+    broken = [] if args.names else reg.failures()
     failed = [r for r in results if r.status == "fail"]
     if args.json:
         print(

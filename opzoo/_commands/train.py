@@ -106,7 +106,7 @@ def run_train(args: argparse.Namespace) -> int:
         raise ConfigError("--activation needs at least one op name")
     if args.metrics and not args.metrics.endswith((".csv", ".jsonl")):
         raise ConfigError(f"--metrics FILE must end in .csv or .jsonl, got {args.metrics!r}")
-    registry_from(args)
+    registry = registry_from(args)
     for what, path in (("metrics", args.metrics), ("plot", args.plot)):
         if path:
             _trainer.check_writable(what, path)
@@ -124,10 +124,10 @@ def run_train(args: argparse.Namespace) -> int:
     progress = show and sys.stdout.isatty()
     if len(names) > 1:
         log = (lambda name, t, loss: _write_line(f"{name} {t} {loss}")) if show else None
-        results = _trainer.compare(config, names, on_log=log, progress=progress)
+        results = _trainer.compare(config, names, registry=registry, on_log=log, progress=progress)
     else:
         log1 = (lambda t, loss: _write_line(f"{t} {loss}")) if show else None
-        results = [_trainer.run(config, on_log=log1, progress=progress)]
+        results = [_trainer.run(config, registry=registry, on_log=log1, progress=progress)]
     many = len(results) > 1
 
     if args.metrics:

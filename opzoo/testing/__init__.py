@@ -1,30 +1,38 @@
 """Property tests for registered ops: strategies, properties and a runner.
 
 Used by ``opzoo check`` and by the pytest plugin (``pytest --opzoo``); public so that op authors
-can reuse the strategies in their own tests.
+can reuse the strategies in their own tests. Attributes load on first use (they import torch and
+hypothesis), so that the command line can read the profile names cheaply.
 """
 
 from __future__ import annotations
 
-from opzoo.testing import _profiles
-from opzoo.testing._runner import Result, check, check_property
-from opzoo.testing.properties import PROPERTIES, Bound, PropertyFailed, bind, noncontiguous
-from opzoo.testing.strategies import cases, inputs, params, shapes, tensors
+import importlib
+from typing import Any
 
-__all__ = [
-    "PROPERTIES",
-    "Bound",
-    "PropertyFailed",
-    "Result",
-    "bind",
-    "cases",
-    "check",
-    "check_property",
-    "inputs",
-    "noncontiguous",
-    "params",
-    "shapes",
-    "tensors",
-]
+from opzoo.testing._profiles import PROFILES as PROFILES
 
-PROFILES = _profiles.PROFILES
+_WHERE = {
+    "Result": "_runner",
+    "check": "_runner",
+    "check_property": "_runner",
+    "PROPERTIES": "properties",
+    "Bound": "properties",
+    "Property": "properties",
+    "PropertyFailed": "properties",
+    "bind": "properties",
+    "noncontiguous": "properties",
+    "cases": "strategies",
+    "inputs": "strategies",
+    "params": "strategies",
+    "shapes": "strategies",
+    "tensors": "strategies",
+}
+
+__all__ = sorted([*_WHERE, "PROFILES"])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"opzoo.testing.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'opzoo.testing' has no attribute {name!r}")

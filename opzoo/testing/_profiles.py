@@ -1,47 +1,31 @@
-"""Hypothesis profiles for the property tests.
+"""Hypothesis profiles for the property tests: one table, registered on first use.
 
 Registered under opzoo's own names (``opzoo-ci``, ``opzoo-dev``, ``opzoo-thorough``) with an explicit
 parent, and applied only to opzoo's checks, so that a user's own hypothesis settings stay untouched.
 Gradient checks time out meaninglessly on a busy machine, hence ``deadline=None`` everywhere.
+
+Importing this module is cheap (no hypothesis, no torch), so the command line can offer the names.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from hypothesis import HealthCheck, settings
-
-_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
-
-# ci: reproducible (derandomized, no example database) and about 5 s per op and property.
-settings.register_profile(
-    "opzoo-ci",
-    parent=settings.get_profile("default"),
-    max_examples=50,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    print_blob=True,
-    suppress_health_check=_SLOW_OK,
-)
-# dev: fast feedback while writing an op; remembers failing examples between runs.
-settings.register_profile(
-    "opzoo-dev",
-    parent=settings.get_profile("default"),
-    max_examples=15,
-    deadline=None,
-    suppress_health_check=_SLOW_OK,
-)
-# thorough: many examples, and the full-Jacobian (slow-mode) gradcheck on every one.
-settings.register_profile(
-    "opzoo-thorough",
-    parent=settings.get_profile("default"),
-    max_examples=300,
-    deadline=None,
-    suppress_health_check=_SLOW_OK,
-)
-
-PROFILES = ("ci", "dev", "thorough")
+#: name -> (what it is for, hypothesis settings).
+PROFILES: dict[str, tuple[str, dict[str, Any]]] = {
+    # Reproducible (derandomized, no example database) and a few seconds per op and property.
+    "ci": (
+        "reproducible: 50 derandomized examples, no example database",
+        dict(max_examples=50, derandomize=True, database=None, print_blob=True),
+    ),
+    # Fast feedback while writing an op; remembers failing examples between runs.
+    "dev": ("fast feedback: 15 examples, failing ones remembered", dict(max_examples=15)),
+    # Many examples, and the full-Jacobian (slow-mode) gradcheck on every one.
+    "thorough": ("300 examples, full Jacobians on every one", dict(max_examples=300)),
+}
+HELP = "hypothesis profile: " + "; ".join(f"{n}: {d}" for n, (d, _) in PROFILES.items())
+HELP += " (default: ci when $CI is set, else dev)"
 
 
 def default_profile() -> str:
@@ -49,5 +33,23 @@ def default_profile() -> str:
     return "ci" if os.environ.get("CI") else "dev"
 
 
-def get(name: str) -> settings:
+def get(name: str) -> Any:
+    """Return profile ``name``'s hypothesis settings, registering opzoo's profiles on first use."""
+    from hypothesis import HealthCheck, settings
+
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; choose from {', '.join(PROFILES)}")
+    try:
+        return settings.get_profile(f"opzoo-{name}")
+    except Exception:  # hypothesis raises InvalidArgument for a name it does not know yet
+        pass
+    slow_ok = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+    for profile, (_, values) in PROFILES.items():
+        settings.register_profile(
+            f"opzoo-{profile}",
+            parent=settings.get_profile("default"),
+            deadline=None,
+            suppress_health_check=slow_ok,
+            **values,
+        )
     return settings.get_profile(f"opzoo-{name}")

@@ -10,12 +10,28 @@ import torch
 from hypothesis import given, settings
 from hypothesis.errors import HypothesisException
 
-from opzoo._registry import OpSpec
+from opzoo._records import one_line
+from opzoo._registry import OpSpec, Registry
 from opzoo.testing import _profiles
-from opzoo.testing.properties import PROPERTIES, PropertyFailed, bind, skip_reason
-from opzoo.testing.strategies import cases
+from opzoo.testing.properties import PROPERTIES, PropertyFailed, bind
+from opzoo.testing.strategies import KINK_MARGIN, cases, domain_box, push_from_kinks
 
 DEVICES = ("cpu", "cuda")
+
+
+def result_id(op: str, prop: str, device: str) -> str:
+    """The id of one check, as ``opzoo check`` prints it and pytest names its test: ``gradient[myrelu]``."""
+    suffix = "" if device == "cpu" else f"-{device}"
+    return f"{prop}[{op}{suffix}]"
+
+
+def parse_properties(items: Iterable[str] | None) -> list[str]:
+    """Property names from comma-separated items (all of them if none); ValueError on an unknown."""
+    names = [p.strip() for item in items or () for p in item.split(",") if p.strip()]
+    for name in names:
+        if name not in PROPERTIES:
+            raise ValueError(f"unknown property {name!r}; choose from {', '.join(PROPERTIES)}")
+    return list(dict.fromkeys(names)) or list(PROPERTIES)
 
 
 @dataclass
@@ -34,8 +50,7 @@ class Result:
 
     @property
     def id(self) -> str:
-        suffix = "" if self.device == "cpu" else f"-{self.device}"
-        return f"{self.prop}[{self.op}{suffix}]"
+        return result_id(self.op, self.prop, self.device)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__) | {"id": self.id}
@@ -103,46 +118,43 @@ def check_property(
     profile: str | None = None,
     examples: int | None = None,
     device: str = "cpu",
-    hook: Any = None,
+    registry: Registry | None = None,
 ) -> Result:
-    """Check one property of one op; never raises for a failing op."""
+    """Check one property of one op; never raises for a failing op.
+
+    ``registry`` is asked for a plugin's input strategy (``opzoo_input_strategy``), if given.
+    """
     began = time.perf_counter()
-    reason = skip_reason(spec, prop)
+    property_ = PROPERTIES[prop]
+    reason = property_.applies(spec)
     if device == "cuda" and not torch.cuda.is_available():
         reason = "CUDA is not available"
     if reason:
         return Result(spec.name, prop, device, "skip", reason)
     profile = profile or _profiles.default_profile()
-    fast = profile != "thorough"
-    fn = PROPERTIES[prop]
     last: dict[str, Any] = {}
 
-    def attempt(params: dict[str, float], x: torch.Tensor) -> None:
+    def attempt(params: dict[str, float], x: torch.Tensor, fast: bool) -> None:
         last.clear()
         try:
-            fn(bind(spec, params, device=device), x, fast=fast)
+            property_(bind(spec, params, device=device, fast=fast), x)
         except BaseException as exc:
             last.update(params=params, x=x, exc=exc)
             raise
 
     try:
-        if prop == "compile":
-            for x in _fixed_inputs(spec, device)[:1]:
-                attempt(spec.contract.defaults(), x)
-        else:
+        if property_.drawn:
             conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
+            fast = profile != "thorough"
 
             @conf
-            @given(case=cases(spec, device=device, hook=hook))
+            @given(case=cases(spec, device=device, registry=registry))
             def run(case: tuple[dict[str, float], torch.Tensor]) -> None:
-                attempt(*case)
+                attempt(*case, fast)
 
             run()
-        if prop == "gradient" and fast:
-            # Fast mode has missed wrong gradients: full Jacobians on a few small fixed inputs too.
-            fast = False
-            for x in _fixed_inputs(spec, device):
-                attempt(spec.contract.defaults(), x)
+        for x in fixed_inputs(spec, device)[: property_.fixed]:
+            attempt(spec.contract.defaults(), x, False)
     except BaseException as exc:  # the op under test may raise anything
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -151,18 +163,16 @@ def check_property(
         if isinstance(cause, PropertyFailed):
             reason = str(cause)
         elif isinstance(cause, HypothesisException):
-            reason = f"hypothesis: {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
+            reason = f"hypothesis: {one_line(cause, with_type=True)}"
         else:
-            text = str(cause).strip().splitlines()
-            reason = f"{type(cause).__name__}: {text[0] if text else ''}"
-        reason = reason.strip() or f"{type(cause).__name__} (no message)"
+            reason = one_line(cause, with_type=True)
         worst = getattr(cause, "details", {}).get("worst")
         return Result(
             spec.name,
             prop,
             device,
             "fail",
-            reason,
+            reason.strip() or f"{type(cause).__name__} (no message)",
             example,
             worst,
             time.perf_counter() - began,
@@ -186,11 +196,9 @@ def check(
     ]
 
 
-def _fixed_inputs(spec: OpSpec, device: str) -> list[torch.Tensor]:
+def fixed_inputs(spec: OpSpec, device: str) -> list[torch.Tensor]:
     """Small deterministic inputs spread over the domain and pushed off the kinks."""
-    from opzoo.testing.strategies import KINK_MARGIN, _bounds, push_from_kinks
-
-    lo, hi = _bounds(spec.contract.domain, KINK_MARGIN)
+    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
     kinks = spec.contract.kinks_at()
     out = []
     for shape in ((7,), (2, 3)):

@@ -1,5 +1,8 @@
-"""The properties every registered op must have. Each takes a bound op and a float64 input and
-raises :class:`PropertyFailed` (or any error the op itself raises) when the property does not hold.
+"""The properties every registered op must have, one :class:`Property` record each.
+
+A property's check takes a bound op and a float64 input and raises :class:`PropertyFailed` (or any
+error the op itself raises) when the property does not hold. To add a property, write its check and
+add one record to :data:`PROPERTIES`; ``opzoo check``, the pytest plugin and the docs pick it up.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import torch
 from torch.autograd import gradcheck, gradgradcheck
 from torch.autograd.gradcheck import GradcheckError
 
+from opzoo._records import one_line
 from opzoo._registry import OpSpec
 from opzoo.testing.strategies import KINK_MARGIN
 
@@ -34,12 +38,18 @@ class PropertyFailed(AssertionError):
 
 @dataclass
 class Bound:
-    """An op with its parameters fixed; learnable tensors (module ops) are explicit inputs."""
+    """An op with its parameters fixed; learnable tensors (module ops) are explicit inputs.
+
+    ``fast`` selects gradcheck's fast mode (a random projection of the Jacobian instead of all of
+    it); the thorough profile and the runner's small fixed inputs turn it off.
+    """
 
     spec: OpSpec
     params: dict[str, float]
     fn: Callable[..., torch.Tensor]
     extras: tuple[torch.Tensor, ...] = ()
+    module: torch.nn.Module | None = None  # a learnable op's instance, in the bound dtype
+    fast: bool = True
 
     def __call__(self, x: torch.Tensor, *extras: torch.Tensor) -> torch.Tensor:
         return self.fn(x, *(extras or self.extras))
@@ -58,27 +68,27 @@ def bind(
     *,
     dtype: torch.dtype = torch.float64,
     device: str | torch.device = "cpu",
+    fast: bool = True,
 ) -> Bound:
     """Return ``spec`` with ``params`` fixed, in ``dtype`` on ``device``."""
     bound = spec.contract.bind(params)
-    if spec.kind == "function":
-        values = tuple(bound.values())
-        return Bound(spec, bound, lambda x, *_: spec.target.apply(x, *values))
     # Build in float64, so that a parameter initialised from a Python float keeps its exact value.
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        module = spec.target(**bound)
+        fn = spec.bound(**bound)
     finally:
         torch.set_default_dtype(previous)
-    module = module.to(device=device, dtype=dtype)
+    if not isinstance(fn, torch.nn.Module):
+        return Bound(spec, bound, lambda x, *_: fn(x), fast=fast)
+    module = fn.to(device=device, dtype=dtype)
     names = tuple(n for n, _ in module.named_parameters())
     tensors = tuple(p.detach() for _, p in module.named_parameters())
 
-    def fn(x: torch.Tensor, *ps: torch.Tensor) -> torch.Tensor:
+    def call(x: torch.Tensor, *ps: torch.Tensor) -> torch.Tensor:
         return torch.func.functional_call(module, dict(zip(names, ps)), (x,))
 
-    return Bound(spec, bound, fn, tensors)
+    return Bound(spec, bound, call, tensors, module, fast)
 
 
 def _ramp(like: torch.Tensor) -> torch.Tensor:
@@ -140,13 +150,13 @@ def worst_gradient_mismatch(op: Bound, x: torch.Tensor, eps: float = 1e-6) -> di
 # -- the properties -------------------------------------------------------------------------------
 
 
-def gradient(op: Bound, x: torch.Tensor, *, fast: bool = True) -> None:
+def gradient(op: Bound, x: torch.Tensor) -> None:
     """gradcheck in float64: analytic backward vs central differences; undefined grads, dtypes."""
     try:
         gradcheck(
             op,
             op.inputs(x),
-            fast_mode=fast,
+            fast_mode=op.fast,
             check_undefined_grad=True,
             check_grad_dtypes=True,
             eps=1e-6,
@@ -154,10 +164,11 @@ def gradient(op: Bound, x: torch.Tensor, *, fast: bool = True) -> None:
             rtol=1e-3,
         )
     except GradcheckError as exc:
-        raise PropertyFailed(_first_lines(exc), worst=worst_gradient_mismatch(op, x)) from None
+        message = one_line(exc, with_type=False, lines=3)
+        raise PropertyFailed(message, worst=worst_gradient_mismatch(op, x)) from None
 
 
-def double_backward(op: Bound, x: torch.Tensor, *, fast: bool = True) -> None:
+def double_backward(op: Bound, x: torch.Tensor) -> None:
     """Declared: gradgradcheck with contiguous and non-contiguous grad_outputs. Undeclared: a
     second derivative must fail loudly, not come back silently."""
     if op.spec.contract.double_backward:
@@ -169,7 +180,7 @@ def double_backward(op: Bound, x: torch.Tensor, *, fast: bool = True) -> None:
                     op,
                     op.inputs(x),
                     (grad_out,),
-                    fast_mode=fast,
+                    fast_mode=op.fast,
                     eps=1e-6,
                     atol=1e-5,
                     rtol=1e-3,
@@ -177,7 +188,8 @@ def double_backward(op: Bound, x: torch.Tensor, *, fast: bool = True) -> None:
                 )
             except GradcheckError as exc:
                 layout = "contiguous" if grad_out.is_contiguous() else "non-contiguous"
-                raise PropertyFailed(f"with {layout} grad_output: {_first_lines(exc)}") from None
+                message = one_line(exc, with_type=False, lines=3)
+                raise PropertyFailed(f"with {layout} grad_output: {message}") from None
         return
     if x.numel() == 0:
         return
@@ -196,7 +208,7 @@ def double_backward(op: Bound, x: torch.Tensor, *, fast: bool = True) -> None:
     )
 
 
-def reference(op: Bound, x: torch.Tensor, **_: Any) -> None:
+def reference(op: Bound, x: torch.Tensor) -> None:
     """Forward and gradient match the declared reference: in float64, and in each lower dtype the
     op declares against the float64 reference (at the rounded inputs)."""
     ref = op.spec.contract.reference
@@ -222,7 +234,7 @@ def reference(op: Bound, x: torch.Tensor, **_: Any) -> None:
         _close(gx.double()[away], gx_ref[away], tol, f"gradient in {name} differs from the reference's", xl)
 
 
-def layout(op: Bound, x: torch.Tensor, **_: Any) -> None:
+def layout(op: Bound, x: torch.Tensor) -> None:
     """Non-contiguous inputs and grad_outputs give the values and gradients of contiguous ones."""
     if x.numel() == 0:
         return
@@ -240,7 +252,7 @@ def layout(op: Bound, x: torch.Tensor, **_: Any) -> None:
         _close(gx, gx0, EXACT, f"gradient differs for a non-contiguous {what}", x)
 
 
-def hygiene(op: Bound, x: torch.Tensor, **_: Any) -> None:
+def hygiene(op: Bound, x: torch.Tensor) -> None:
     """Output dtype, device and shape follow the input; nothing is mutated; backward repeats."""
     xr = x.detach().clone().requires_grad_()
     before, version = xr.detach().clone(), xr._version
@@ -272,7 +284,7 @@ def hygiene(op: Bound, x: torch.Tensor, **_: Any) -> None:
         raise PropertyFailed("running backward twice gave different gradients")
 
 
-def kinks(op: Bound, x: torch.Tensor, **_: Any) -> None:
+def kinks(op: Bound, x: torch.Tensor) -> None:
     """At each declared kink, the gradient equals the declared subgradient."""
     declared = op.spec.contract.kinks_at(op.params)
     points = torch.tensor(list(declared), dtype=torch.float64, device=x.device)
@@ -292,7 +304,7 @@ def kinks(op: Bound, x: torch.Tensor, **_: Any) -> None:
         )
 
 
-def compile(op: Bound, x: torch.Tensor, **_: Any) -> None:
+def compile(op: Bound, x: torch.Tensor) -> None:
     """Under torch.compile (aot_eager: no C compiler needed) outputs and gradients match eager,
     without graph breaks."""
     import torch._dynamo
@@ -320,32 +332,58 @@ def compile(op: Bound, x: torch.Tensor, **_: Any) -> None:
     _close(gx, gx0, TOLERANCES[torch.float64], "compiled gradient differs from eager", x)
 
 
+@dataclass(frozen=True)
+class Property:
+    """One property: its check, when it applies to an op, and which inputs it runs on.
+
+    drawn: run on hypothesis-drawn inputs (the profile sets how many).
+    fixed: also run on this many small fixed inputs, with full Jacobians (see the runner).
+    """
+
+    name: str
+    check: Callable[[Bound, torch.Tensor], None]
+    applies: Callable[[OpSpec], str | None] = lambda spec: None  # why it does not apply, or None
+    drawn: bool = True
+    fixed: int = 0
+
+    @property
+    def doc(self) -> str:
+        return (self.check.__doc__ or "").strip().splitlines()[0]
+
+    def __call__(self, op: Bound, x: torch.Tensor) -> None:
+        self.check(op, x)
+
+
+def _needs_reference(spec: OpSpec) -> str | None:
+    return None if spec.contract.reference is not None else "no reference declared"
+
+
+def _needs_kinks(spec: OpSpec) -> str | None:
+    return None if spec.contract.kinks_at() else "no kinks declared"
+
+
 #: name -> property, in the order they are reported.
-PROPERTIES: dict[str, Callable[..., None]] = {
-    "gradient": gradient,
-    "double_backward": double_backward,
-    "reference": reference,
-    "layout": layout,
-    "hygiene": hygiene,
-    "kinks": kinks,
-    "compile": compile,
+PROPERTIES: dict[str, Property] = {
+    p.name: p
+    for p in (
+        # Fast mode has missed wrong gradients: full Jacobians on a few small fixed inputs too.
+        Property("gradient", gradient, fixed=2),
+        Property("double_backward", double_backward),
+        Property("reference", reference, _needs_reference),
+        Property("layout", layout),
+        Property("hygiene", hygiene),
+        Property("kinks", kinks, _needs_kinks),
+        # Compiling is slow: once, on one fixed input.
+        Property("compile", compile, drawn=False, fixed=1),
+    )
 }
-
-
-def skip_reason(spec: OpSpec, prop: str) -> str | None:
-    """Why ``prop`` does not apply to ``spec``, or None if it does."""
-    if prop == "reference" and spec.contract.reference is None:
-        return "no reference declared"
-    if prop == "kinks" and not spec.contract.kinks_at():
-        return "no kinks declared"
-    return None
 
 
 # -- helpers --------------------------------------------------------------------------------------
 
 
 def _cast(op: Bound, dtype: torch.dtype) -> Bound:
-    if op.spec.kind == "function":
+    if op.module is None:
         return op
     return bind(op.spec, op.params, dtype=dtype, device=op.extras[0].device if op.extras else "cpu")
 
@@ -364,9 +402,4 @@ def _close(got: torch.Tensor, want: torch.Tensor, tol: dict[str, float], what: s
         )
 
 
-def _first_lines(exc: BaseException, n: int = 3) -> str:
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return " ".join(lines[:n])
-
-
-__all__ = ["PROPERTIES", "Bound", "PropertyFailed", "bind", "noncontiguous", "skip_reason"]
+__all__ = ["PROPERTIES", "Bound", "Property", "PropertyFailed", "bind", "noncontiguous"]

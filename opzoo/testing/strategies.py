@@ -14,7 +14,7 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from opzoo._registry import OpSpec
+from opzoo._registry import OpSpec, Registry
 
 #: Values are kept at least this far from every declared kink and open domain end.
 KINK_MARGIN = 1e-3
@@ -27,7 +27,8 @@ def shapes(max_dims: int = 4, max_side: int = 5) -> st.SearchStrategy[tuple[int,
     return hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=0, max_side=max_side)
 
 
-def _bounds(domain: tuple[float, float], margin: float) -> tuple[float, float]:
+def domain_box(domain: tuple[float, float], margin: float) -> tuple[float, float]:
+    """The interval inputs are drawn from: the domain less ``margin`` at open ends, else [-BOX, BOX]."""
     low, high = domain
     lo = low + max(margin, abs(low) * 1e-6) if math.isfinite(low) else -BOX
     hi = high - max(margin, abs(high) * 1e-6) if math.isfinite(high) else BOX
@@ -90,7 +91,7 @@ def tensors(
             floats = st.tuples(st.booleans(), floats).map(lambda t: -t[1] if t[0] else t[1])
             bounds = (-hi, hi)
     else:
-        bounds = _bounds(domain, margin)
+        bounds = domain_box(domain, margin)
         floats = st.floats(bounds[0], bounds[1], allow_nan=False, allow_infinity=False)
 
     @st.composite
@@ -123,13 +124,13 @@ def inputs(
     *,
     dtype: torch.dtype = torch.float64,
     device: str | torch.device = "cpu",
-    hook: Any = None,
+    registry: Registry | None = None,
 ) -> st.SearchStrategy[torch.Tensor]:
-    """Inputs for ``spec`` at ``params_value``: a plugin's strategy if its hook offers one."""
-    if hook is not None:
-        custom = hook.opzoo_input_strategy(spec=spec, dtype=dtype)
-        if custom is not None:
-            return custom.map(lambda t: t.to(device=device, dtype=dtype))
+    """Inputs for ``spec`` at ``params_value``: a plugin's strategy if one offers it (asked through
+    ``registry``), else tensors inside the domain and off the declared kinks."""
+    custom = plugin_strategy(spec, dtype, registry)
+    if custom is not None:
+        return custom.map(lambda t: t.to(device=device, dtype=dtype))
     return tensors(
         dtype=dtype,
         domain=spec.contract.domain,
@@ -138,14 +139,23 @@ def inputs(
     )
 
 
+def plugin_strategy(
+    spec: OpSpec, dtype: torch.dtype, registry: Registry | None
+) -> st.SearchStrategy[torch.Tensor] | None:
+    """The strategy a plugin's ``opzoo_input_strategy`` offers for ``spec``, or None."""
+    if registry is None:
+        return None
+    return registry.input_strategy(spec, dtype, accept=lambda s: isinstance(s, st.SearchStrategy))
+
+
 def cases(
-    spec: OpSpec, *, device: str = "cpu", hook: Any = None
+    spec: OpSpec, *, device: str = "cpu", registry: Registry | None = None
 ) -> st.SearchStrategy[tuple[dict[str, float], torch.Tensor]]:
     """(params, float64 input) pairs for ``spec``: params first, since kinks may depend on them."""
 
     @st.composite
     def make(draw: Any) -> tuple[dict[str, float], torch.Tensor]:
         p = draw(params(spec))
-        return p, draw(inputs(spec, p, device=device, hook=hook))
+        return p, draw(inputs(spec, p, device=device, registry=registry))
 
     return make()

@@ -1,0 +1,68 @@
+"""Plain records at the bottom of the package: where an op came from, and what failed to load.
+
+Everything else may import this module; it imports only :mod:`opzoo.exceptions` (which imports
+nothing of opzoo's at run time), so no import circle can pass through it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from opzoo.exceptions import OpZooError
+
+LOCAL = "local"  # the qualifier of ops registered in-process
+
+
+def canonical_dist(name: str) -> str:
+    """Return a distribution name normalised as packaging does (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def one_line(exc: BaseException, *, with_type: bool | None = None, lines: int = 1) -> str:
+    """Return the first line of ``exc``'s message (the first ``lines`` non-blank ones, joined),
+    prefixed by its type name.
+
+    opzoo's own errors are written to be read as they are, so they get no prefix unless asked for.
+    """
+    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    detail = " ".join(text[:lines])
+    if with_type is None:
+        with_type = not isinstance(exc, OpZooError)
+    if not with_type:
+        return detail or type(exc).__name__
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an op offer came from."""
+
+    dist: str | None = None  # distribution name; None for in-process registration
+    version: str | None = None
+    entry_point: str | None = None  # e.g. "opzoo.ops: myrelu = opzoo.ops.relu:MyReLU"
+    via: str = "register"  # "entry point", "hook" or "register"
+
+    @property
+    def qualifier(self) -> str:
+        """The prefix that reaches this source's ops in a qualified lookup (``dist:name``)."""
+        return canonical_dist(self.dist) if self.dist else LOCAL
+
+    def __str__(self) -> str:
+        if not self.dist:
+            return "in-process"
+        return f"{self.dist} {self.version}" if self.version else self.dist
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One plugin or op that failed to load; recorded, never fatal unless strict."""
+
+    source: Source
+    reason: str
+    name: str | None = None  # the op's name, where one is known
+
+    def __str__(self) -> str:
+        where = f" ({self.source.entry_point})" if self.source.entry_point else ""
+        what = f"op {self.name!r} from " if self.name else ""
+        return f"{what}{self.source}{where}: {self.reason}"
