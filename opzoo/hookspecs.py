@@ -2,7 +2,9 @@
 
 A plugin module declares itself under the ``opzoo`` entry-point group of its distribution and
 implements any of these hooks, marked with :data:`opzoo.hookimpl`. Hooks return data; opzoo merges
-and validates what they return, and a hook that raises is recorded as that plugin's failure.
+and validates what they return. opzoo calls each plugin's implementation on its own
+(:class:`opzoo._loading.Plugins`), so a hook that raises, or returns something of the wrong kind, is
+recorded as that plugin's failure (``opzoo list``, ``opzoo.failures()``) and harms no other plugin.
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ def opzoo_ops() -> Mapping[str, OpRef] | None:
 def opzoo_input_strategy(spec: OpSpec, dtype: Any) -> Any | None:
     """Return a hypothesis strategy of input tensors for ``spec``, or None to use the default.
 
-    Called by the property tests, once per op and dtype (a ``torch.dtype``). Stops at the first
-    non-None result. The strategy must draw tensors inside the op's declared domain; the default
-    draws shapes from 0-d to 4-d and keeps values a margin away from every declared kink.
+    Called by the property tests at most once per op and dtype (a ``torch.dtype``) in a registry;
+    the answer is cached. Stops at the first non-None result that is a hypothesis strategy; a
+    plugin whose implementation raises or returns anything else is recorded as failed and skipped.
+    The strategy must draw tensors inside the op's declared domain; the default draws shapes from
+    0-d to 4-d and keeps values a margin away from every declared kink.
     """

@@ -11,6 +11,27 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The built-in ops, by kind, and the ops of the example plugins under plugins/ (which the README's
+# set-up installs). Named here, not read from the registry, so that collecting a test module never
+# depends on what is installed.
+FUNCTIONS = [
+    "myrelu",
+    "leaky_relu",
+    "elu",
+    "selu",
+    "softplus",
+    "silu",
+    "mish",
+    "gelu",
+    "gelu_tanh",
+    "hardtanh",
+    "hardsigmoid",
+    "hardswish",
+    "softsign",
+]
+LEARNABLE = ["prelu", "swish_beta"]
+EXAMPLE_OPS = ["bentid", "isru", "logcosh"]
+
 
 def run_opzoo(*args: str, env: dict[str, str] | None = None, timeout: float = 300, **kw):
     """Run ``python -m opzoo ARGS`` in a subprocess; return the CompletedProcess."""

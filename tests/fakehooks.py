@@ -1,4 +1,4 @@
-"""Pluggy hook plugins for tests: one good, one raising, one returning junk."""
+"""Pluggy hook plugins for tests: good ones, raising ones, ones returning junk."""
 
 import opzoo
 
@@ -27,4 +27,32 @@ class UnknownHook:
         return None
 
 
+class Strategies:
+    """Answers opzoo_input_strategy for 'double' only, counting the calls."""
+
+    calls = 0
+
+    @opzoo.hookimpl
+    def opzoo_input_strategy(self, spec, dtype):
+        Strategies.calls += 1
+        if spec.name != "double":
+            return None
+        from opzoo.testing import tensors
+
+        return tensors(dtype=dtype, shape=(3,), domain=(0.5, 1.0))
+
+
+class RaisingStrategy:
+    @opzoo.hookimpl
+    def opzoo_input_strategy(self, spec, dtype):
+        raise RuntimeError("strategy boom")
+
+
+class JunkStrategy:
+    @opzoo.hookimpl
+    def opzoo_input_strategy(self, spec, dtype):
+        return [1.0, 2.0]
+
+
 good, raising, junk, unknown = Good(), Raising(), Junk(), UnknownHook()
+strategies, raising_strategy, junk_strategy = Strategies(), RaisingStrategy(), JunkStrategy()

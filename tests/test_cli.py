@@ -80,7 +80,10 @@ def test_bench_quick_smoke():
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)["rows"]
     assert {r["section"] for r in rows} == {"op speed", "saved memory", "trainer", "start-up"}
-    assert all(r["ours"] >= 0 and r["baseline"] >= 0 for r in rows)
+    timed = [r for r in rows if r["section"] != "saved memory"]
+    assert all(r["ours"] > 0 and r["baseline"] > 0 for r in timed)  # every timing measured something
+    assert all(r["ratio"] == pytest.approx(r["ours"] / r["baseline"]) for r in timed)
+    assert {r["name"] for r in rows if r["section"] == "op speed"} >= {"myrelu", "gelu", "softplus"}
     mine = {r["name"]: r for r in rows if r["section"] == "saved memory"}
     assert mine["leaky_relu"]["ours"] == 0 and mine["myrelu"]["ours"] == 4
 

@@ -27,6 +27,39 @@ def test_entry_point_ops_registered_lazily():
     assert spec.source.entry_point == "opzoo.ops: double = fakeops:Double"
 
 
+def test_input_strategy_hooks_are_guarded_per_plugin_and_asked_once():
+    """A plugin's strategy hook that raises or returns junk is that plugin's failure, not another
+    op's red check; the answer is asked once per op and dtype, then cached."""
+    import fakehooks
+    import torch
+
+    from opzoo.testing import check_property
+
+    reg = opzoo.load(
+        [
+            ops("double", "fakeops:Double"),
+            ops("scale", "fakeops:Scale"),
+            hooks("good", "fakehooks:strategies", dist="good"),
+            hooks("raising", "fakehooks:raising_strategy", dist="bad"),
+            hooks("junk", "fakehooks:junk_strategy", dist="worse"),
+        ]
+    )
+    fakehooks.Strategies.calls = 0
+    for name in ("double", "scale"):
+        result = check_property(reg.info(name), "gradient", profile="ci", examples=5, registry=reg)
+        assert result.status == "pass", result.report()
+    assert fakehooks.Strategies.calls == 2  # once per op (float64), not once per example
+    assert reg.input_strategy(reg.info("double"), torch.float64) is not None
+    assert fakehooks.Strategies.calls == 2
+    reasons = sorted(f"{f.source.dist}: {f.reason}" for f in reg.failures())
+    assert reasons == [
+        "bad: hook opzoo_input_strategy raised for op 'double': RuntimeError: strategy boom",
+        "bad: hook opzoo_input_strategy raised for op 'scale': RuntimeError: strategy boom",
+        "worse: hook opzoo_input_strategy returned a list for op 'double'",
+        "worse: hook opzoo_input_strategy returned a list for op 'scale'",
+    ]
+
+
 def test_hook_plugins_contribute_many_ops():
     """A hook plugin can offer several ops, by class or import path."""
     reg = opzoo.load([hooks("good", "fakehooks:good")])

@@ -6,29 +6,13 @@ import math
 
 import pytest
 import torch
-from conftest import ROOT, run_opzoo
+from conftest import EXAMPLE_OPS, FUNCTIONS, LEARNABLE, ROOT, run_opzoo
 
 import opzoo
 from opzoo._docs import ops_markdown
 from opzoo._memory import saved_bytes
 from opzoo.nn import Activation
 
-FUNCTIONS = [
-    "myrelu",
-    "leaky_relu",
-    "elu",
-    "selu",
-    "softplus",
-    "silu",
-    "mish",
-    "gelu",
-    "gelu_tanh",
-    "hardtanh",
-    "hardsigmoid",
-    "hardswish",
-    "softsign",
-]
-LEARNABLE = ["prelu", "swish_beta"]
 BUILTIN = opzoo.load(autoload=False)
 
 
@@ -129,7 +113,7 @@ def test_learnable_property_checks_cover_their_parameters():
     assert len(op.extras) == 1 and len(op.inputs(_x())) == 2
 
 
-@pytest.mark.parametrize("name", FUNCTIONS + LEARNABLE + ["bentid", "isru", "logcosh"])
+@pytest.mark.parametrize("name", FUNCTIONS + LEARNABLE + EXAMPLE_OPS)
 def test_every_op_trains(name):
     """`opzoo train --activation X` trains with every built-in and example-plugin op."""
     result = opzoo.train(activation=name, steps=40, d_in=40, hidden=16, seed=1, lr=3e-6)

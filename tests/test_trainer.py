@@ -145,9 +145,20 @@ def test_compare_from_the_cli_prints_a_table(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[:2] == [lines[0], lines[1]] and lines[0].startswith("myrelu 9 ")
-    assert any(line.startswith("torch:relu 19 ") for line in lines)
-    assert "ACTIVATION" in out.stdout and "STEPS/S" in out.stdout
+    blank = lines.index("")  # the log lines, a blank line, then the table
+    logged = [line.split() for line in lines[:blank]]
+    # each activation logs steps 9 and 19 (log-every 10), in the order they were given
+    assert [(name, step) for name, step, _ in logged] == [
+        ("myrelu", "9"),
+        ("myrelu", "19"),
+        ("torch:relu", "9"),
+        ("torch:relu", "19"),
+    ]
+    final = {name: float(loss) for name, step, loss in logged if step == "19"}
+    table = lines[blank + 1 :]
+    assert "FINAL LOSS" in table[0] and "STEPS/S" in table[0]
+    rows = {row.split()[0]: row.split() for row in table[1:] if row.strip() and not row.startswith("-")}
+    assert {name: float(row[1]) for name, row in rows.items()} == pytest.approx(final, rel=1e-5)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
