@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Union
 
+from opzoo._signature import ELEMENTWISE, Signature
 from opzoo.exceptions import ContractError, ParamError
 
 #: The dtypes opzoo knows how to test, by their torch name.
@@ -22,22 +23,37 @@ Kinks = Union[Mapping[float, float], Callable[..., Mapping[float, float]]]
 
 @dataclass(frozen=True)
 class Param:
-    """A non-tensor parameter of an op: its default and the closed range ``[low, high]`` it accepts."""
+    """A non-tensor parameter of an op: its default and the closed range ``[low, high]`` it accepts.
 
-    default: float
+    An ``int`` default makes an integer parameter (a ``dim``, a count): validated as an int, drawn
+    as ints by the property tests and passed to ``forward`` as an ``int``.
+    """
+
+    default: float | int
     low: float = -math.inf
     high: float = math.inf
     doc: str = ""
 
-    def check(self, name: str, value: Any) -> float:
-        """Return ``value`` as a float, or raise :class:`ParamError` if it is not a number in range."""
+    @property
+    def integer(self) -> bool:
+        return isinstance(self.default, int) and not isinstance(self.default, bool)
+
+    def check(self, name: str, value: Any) -> float | int:
+        """Return ``value`` as a float (an int for an integer parameter), or raise
+        :class:`ParamError` if it is not a number in range."""
+        kind = "an integer" if self.integer else "a number"
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             try:
                 value = float(value)
             except (TypeError, ValueError):
-                raise ParamError(f"parameter {name!r} must be a number, got {value!r}") from None
-        value = float(value)
-        if math.isnan(value) or not (self.low <= value <= self.high):
+                raise ParamError(f"parameter {name!r} must be {kind}, got {value!r}") from None
+        if self.integer:
+            if not (isinstance(value, int) or (math.isfinite(value) and float(value).is_integer())):
+                raise ParamError(f"parameter {name!r} must be an integer, got {value!r}")
+            value = int(value)
+        else:
+            value = float(value)
+        if (not self.integer and math.isnan(value)) or not (self.low <= value <= self.high):
             raise ParamError(f"parameter {name!r} must lie in [{self.low:g}, {self.high:g}], got {value!r}")
         return value
 
@@ -50,10 +66,15 @@ class Contract:
 
     summary:         one line for listings (default: the first line of the class docstring).
     reference:       an oracle computing the same function, called as ``reference(x, **params)``.
-    domain:          the open interval of inputs the op is defined on.
+    domain:          the open interval of inputs the op is defined on (elementwise ops only).
     kinks:           points where the op is not differentiable, mapped to the gradient the op defines
-                     there; or a callable taking the op's params as keywords and returning that mapping.
-    params:          the op's non-tensor parameters, in the order ``forward`` takes them.
+                     there; or a callable taking the op's params as keywords and returning that
+                     mapping (elementwise ops only).
+    signature:       the tensors the op takes and returns, as a gufunc signature: ``"()->()"`` (the
+                     default) is an elementwise unary op, ``"(n,k),(k,m)->(n,m)"`` a matrix
+                     product, ``"(n)->()"`` a reduction, ``"()->(),()"`` two outputs.
+    params:          the op's non-tensor parameters, in the order ``forward`` takes them, after
+                     the tensor inputs.
     double_backward: whether the backward is itself differentiable.
     dtypes:          the floating dtypes the op supports, by torch name.
     formula, derivative: short formulas for the generated docs.
@@ -63,6 +84,7 @@ class Contract:
     reference: Callable[..., Any] | None = None
     domain: tuple[float, float] = (-math.inf, math.inf)
     kinks: Kinks = field(default_factory=dict)
+    signature: str = ELEMENTWISE
     params: Mapping[str, Param] = field(default_factory=dict)
     double_backward: bool = False
     dtypes: tuple[str, ...] = DEFAULT_DTYPES
@@ -75,6 +97,11 @@ class Contract:
         if not callable(self.kinks):
             object.__setattr__(self, "kinks", MappingProxyType(dict(self.kinks)))
         object.__setattr__(self, "dtypes", tuple(str(d).removeprefix("torch.") for d in self.dtypes))
+
+    @property
+    def sig(self) -> Signature:
+        """The parsed :attr:`signature`."""
+        return Signature.parse(self.signature)
 
     def defaults(self) -> dict[str, float]:
         """Return every parameter at its default value."""
@@ -117,8 +144,18 @@ def contract_of(target: Any) -> Contract:
     return contract
 
 
-def validate(contract: Contract, forward: Callable[..., Any] | None = None) -> None:
-    """Raise :class:`ContractError` naming the first thing wrong with ``contract``."""
+def validate(contract: Contract, forward: Callable[..., Any] | None = None, *, ctx: bool = False) -> None:
+    """Raise :class:`ContractError` naming the first thing wrong with ``contract``.
+
+    ``forward`` is checked against the signature and params: it takes ``ctx`` first when ``ctx``
+    (the classic form), then one tensor per signature input, then the params in order.
+    """
+    sig = contract.sig
+    if not sig.elementwise:
+        if contract.domain != (-math.inf, math.inf):
+            raise ContractError(f"a domain applies to elementwise ops only; the signature is {sig}")
+        if callable(contract.kinks) or contract.kinks:
+            raise ContractError(f"kinks apply to elementwise ops only; the signature is {sig}")
     low, high = _pair("domain", contract.domain)
     if not low < high:
         raise ContractError(f"domain must be (low, high) with low < high, got {contract.domain!r}")
@@ -149,8 +186,8 @@ def validate(contract: Contract, forward: Callable[..., Any] | None = None) -> N
             raise ContractError(
                 f"kink {point!r} must lie inside the domain with a finite gradient, got {grad!r}"
             )
-    if forward is not None and contract.params:
-        _check_signature(contract, forward)
+    if forward is not None:
+        _check_forward(contract, forward, ctx)
 
 
 def _pair(what: str, value: Any) -> tuple[float, float]:
@@ -161,22 +198,27 @@ def _pair(what: str, value: Any) -> tuple[float, float]:
     return low, high
 
 
-def _check_signature(contract: Contract, forward: Callable[..., Any]) -> None:
-    """Check that ``forward`` takes the declared params, in order, after its tensor input."""
+def _check_forward(contract: Contract, forward: Callable[..., Any], ctx: bool) -> None:
+    """Check that ``forward`` takes the signature's tensors, then the declared params in order."""
     try:
         sig = inspect.signature(forward)
     except (TypeError, ValueError):
         return
+    if any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values()):
+        return
     names = [
         p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
-    if any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values()):
-        return
-    # forward(ctx, x, *params) in the classic form, forward(x, *params) with setup_context.
-    for skip in (2, 1):
-        if names[skip:] == list(contract.params):
-            return
-    raise ContractError(
-        f"forward takes {names!r}, but the contract declares params {list(contract.params)!r} "
-        "which must follow the tensor input in this order"
-    )
+    if ctx:
+        names = names[1:]
+    tensors, params = len(contract.sig.inputs), list(contract.params)
+    if names[len(names) - len(params) :] == params and len(names) - len(params) != tensors:
+        raise ContractError(
+            f"forward takes {len(names) - len(params)} tensor(s) but the signature "
+            f"{contract.signature!r} declares {tensors}"
+        )
+    if names != names[:tensors] + params or len(names) != tensors + len(params):
+        raise ContractError(
+            f"forward takes {names!r}, but the signature {contract.signature!r} declares {tensors} "
+            f"tensor(s), then the params {params!r} in this order"
+        )

@@ -132,7 +132,9 @@ def make_spec(name: str, target: Any, source: Source) -> OpSpec:
             "or torch.nn.Module subclass"
         )
     contract = contract_of(target)
-    validate(contract, forward)
+    # The classic form, forward(ctx, ...), is the one that does not define setup_context.
+    ctx = forward is not None and target.setup_context is torch.autograd.Function.setup_context
+    validate(contract, forward, ctx=ctx)
     return OpSpec(name, target, kind, contract, source, summary_of(target, contract))
 
 

@@ -113,7 +113,7 @@ def test_offers_are_lazy():
     [
         ("fakeops:NotAnOp", "is not a torch.autograd.Function or torch.nn.Module subclass"),
         ("fakeops:hook_module_ops", "is not a class"),
-        ("fakeops:WrongSignature", "contract declares params ['alpha']"),
+        ("fakeops:WrongSignature", "then the params ['alpha'] in this order"),
         ("fakeops:Missing", "AttributeError"),
     ],
 )
