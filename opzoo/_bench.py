@@ -74,13 +74,32 @@ def paired_medians(
 
 
 def _fwd_bwd(
-    fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, g: torch.Tensor
+    fn: Callable[..., Any], xs: Sequence[torch.Tensor], gs: Sequence[torch.Tensor]
 ) -> Callable[[], Any]:
     def run() -> Any:
-        y = fn(x)
-        return torch.autograd.grad(y, x, g)
+        out = fn(*xs)
+        return torch.autograd.grad(out if isinstance(out, tuple) else (out,), xs, gs)
 
     return run
+
+
+def general_shapes(spec: OpSpec, n: int) -> list[tuple[int, ...]]:
+    """Input shapes of about ``n`` elements for a non-elementwise op: square cores for a matrix
+    signature (``linear`` at 1M: 1000x1000 @ 1000x1000), rows of 100 (1,000 from 100k on) for a
+    signature over one dimension."""
+    sig = spec.contract.sig
+    rank = max(len(core) for core in sig.inputs)
+    if rank == 1:
+        last = 100 if n < 100_000 else 1000
+        sizes, loop = dict.fromkeys((d for c in sig.inputs for d in c), last), (max(1, n // last),)
+    else:
+        side = max(1, round(n ** (1 / rank)))
+        sizes, loop = dict.fromkeys((d for c in sig.inputs for d in c), side), ()
+    return [
+        (loop if len(core) < rank or rank == 1 else ())
+        + tuple(int(d) if d.isdigit() else sizes[d] for d in core)
+        for core in sig.inputs
+    ]
 
 
 def _sync(device: torch.device) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
@@ -101,7 +120,12 @@ def _sync(device: torch.device) -> Callable[[Callable[[], Any]], Callable[[], An
 def bench_ops(
     specs: Sequence[OpSpec], sizes: Sequence[int], *, repeat: int, devices: Sequence[str]
 ) -> list[Row]:
-    """Forward+backward time of each op vs its reference, per size and device (float32)."""
+    """Forward+backward time of each op vs its reference, per size and device (float32).
+
+    Elementwise ops all take the same input of ``n`` elements; an op with another signature gets
+    inputs of about ``n`` elements shaped by it (up to 1M: a 16M-element matrix product would
+    measure the BLAS, not the op).
+    """
     rows = []
     for device_name in devices:
         device = torch.device(device_name)
@@ -111,20 +135,33 @@ def bench_ops(
             x = torch.randn(n, generator=gen).to(device).requires_grad_()
             g = torch.randn(n, generator=gen).to(device)
             for spec in _with_reference(specs):
+                if spec.contract.sig.elementwise:
+                    xs, detail = [x], f"{n:,} {device_name}"
+                elif n <= 1_000_000:
+                    shapes = general_shapes(spec, n)
+                    xs = [torch.randn(s, generator=gen).to(device).requires_grad_() for s in shapes]
+                    detail = f"{', '.join('x'.join(map(str, s)) for s in shapes)} {device_name}"
+                else:
+                    continue
                 params = spec.contract.defaults()
-                ours = sync(_fwd_bwd(spec.bound(), x, g))
-                ref = sync(_fwd_bwd(lambda t: spec.contract.reference(t, **params), x, g))
+                outs = spec.apply(*xs)
+                outs = outs if isinstance(outs, tuple) else (outs,)
+                gs = [
+                    g if o.shape == g.shape else torch.randn(o.shape, generator=gen).to(device) for o in outs
+                ]
+                ours = sync(_fwd_bwd(spec.bound(), xs, gs))
+                ref = sync(_fwd_bwd(lambda *ts: spec.contract.reference(*ts, **params), xs, gs))
                 reps = repeat if n < 5_000_000 else max(3, repeat // 4)
                 t_ours, t_ref = paired_medians(ours, ref, repeat=reps, min_time=0.05)
                 rows.append(
                     Row(
                         "op speed",
                         spec.name,
-                        f"{n:,} {device_name}",
+                        detail,
                         t_ours * 1e6,
                         t_ref * 1e6,
                         "us",
-                        {"builtin": spec.source.dist == "opzoo"},
+                        {"builtin": spec.source.dist == "opzoo", "elements": n},
                     )
                 )
     return rows
@@ -140,6 +177,8 @@ def bench_memory(specs: Sequence[OpSpec], n: int = 100_000) -> list[Row]:
     x = torch.randn(n)
     rows = []
     for spec in _with_reference(specs):
+        if not spec.contract.sig.elementwise:
+            continue  # bytes per element mean little for a matrix product or a reduction
         params = spec.contract.defaults()
         ours = saved_bytes(spec.bound(), x) / n
         ref = saved_bytes(lambda t: spec.contract.reference(t, **params), x) / n

@@ -6,12 +6,13 @@ from typing import Callable, Mapping
 
 import torch
 
+from opzoo._network import Network
 from opzoo._records import one_line
 from opzoo.exceptions import CompileError
 
 
 def compiled_step(
-    act: torch.nn.Module,
+    net: Network,
     params: dict[str, torch.Tensor],
     x: torch.Tensor,
     y: torch.Tensor,
@@ -28,8 +29,9 @@ def compiled_step(
 
     def loss_fn(w: dict[str, torch.Tensor]) -> torch.Tensor:
         act_w = {k[4:]: v for k, v in w.items() if k.startswith("act.")}
-        h = functional_call(act, act_w, (x.mm(w["w1"]),)) if act_w else act(x.mm(w["w1"]))
-        return (h.mm(w["w2"]) - y).pow(2).sum()
+        pre = net.linear(x, w["w1"])
+        h = functional_call(net.act, act_w, (pre,)) if act_w else net.act(pre)
+        return net.loss(net.linear(h, w["w2"]), y)
 
     def step(w: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         grads, loss = grad_and_value(loss_fn)(w)

@@ -41,6 +41,7 @@ def ops_markdown(registry: Registry) -> str:
             (
                 f"`{spec.name}`",
                 spec.kind,
+                f"`{c.signature}`",
                 f"`{c.formula}`" if c.formula else "-",
                 f"`{c.derivative}`" if c.derivative else "-",
                 params,
@@ -50,5 +51,16 @@ def ops_markdown(registry: Registry) -> str:
                 ", ".join(c.dtypes),
             )
         )
-    header = ("op", "kind", "formula", "derivative", "params", "domain", "kinks", "double backward", "dtypes")
+    header = (
+        "op",
+        "kind",
+        "signature",
+        "formula",
+        "derivative",
+        "params",
+        "domain",
+        "kinks",
+        "double backward",
+        "dtypes",
+    )
     return HEADER + "\n" + markdown_table(header, rows) + "\n"

@@ -75,6 +75,7 @@ class OpSpec:
         return {
             "name": self.name,
             "kind": self.kind,
+            "signature": c.signature,
             "summary": self.summary,
             "dist": self.source.dist,
             "version": self.source.version,
@@ -325,10 +326,12 @@ class Registry:
                 try:
                     spec = offer.resolve()
                 except PluginError as exc:
-                    row.update(status="broken", summary=exc.failure.reason, kind=None)
+                    row.update(status="broken", summary=exc.failure.reason, kind=None, signature=None)
                 else:
                     status = "ok" if len(offers) == 1 else "duplicate"
-                    row.update(status=status, summary=spec.summary, kind=spec.kind)
+                    row.update(
+                        status=status, summary=spec.summary, kind=spec.kind, signature=spec.contract.signature
+                    )
                 rows.append(row)
         for failure in self._failures:
             if failure.name is None or failure.name.lower() not in self._offers:
@@ -341,6 +344,7 @@ class Registry:
                         "status": "broken",
                         "summary": failure.reason,
                         "kind": None,
+                        "signature": None,
                     }
                 )
         return rows

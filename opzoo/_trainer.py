@@ -16,8 +16,9 @@ import torch
 
 from opzoo import _checkpoint
 from opzoo._compiled import compiled_step
+from opzoo._network import build
 from opzoo.exceptions import CheckpointError, ConfigError, DivergedError, ParamError
-from opzoo.nn import Activation, TorchActivation, create, params_of
+from opzoo.nn import Activation, TorchActivation, params_of
 
 if TYPE_CHECKING:
     from opzoo._registry import Registry
@@ -36,6 +37,8 @@ MODEL_FIELDS = (
     "act_lr",
     "dtype",
     "optimizer",
+    "linear",
+    "loss",
 )
 
 
@@ -61,6 +64,8 @@ class TrainConfig:
     optimizer: str = "manual"  # the seed's update; or "sgd", "adam" from torch.optim
     compile: bool = False  # the whole step (forward, backward, update) through torch.compile
     compile_backend: str = "inductor"
+    linear: str | None = None  # a registered (n,k),(k,m)->(n,m) op; None: the seed's x.mm(w)
+    loss: str | None = None  # a registered (n,m),(n,m)->() op; None: the seed's sum of squares
     checkpoint: str | None = None
     checkpoint_every: int | None = None
     resume: str | None = None
@@ -163,22 +168,6 @@ def resolve_device(name: str | None) -> torch.device:
     return device
 
 
-def activation_module(
-    name: str, act_args: Mapping[str, float], registry: Registry | None = None
-) -> Activation | TorchActivation:
-    """Return activation ``name`` as a module (see :func:`opzoo.nn.create`), refusing an op that is
-    not defined on all reals: the hidden layer's pre-activations take any real value."""
-    act = create(name, registry=registry, **act_args)
-    if isinstance(act, Activation):
-        low, high = act.spec.contract.domain
-        if (low, high) != (-math.inf, math.inf):
-            raise ConfigError(
-                f"{act.spec.name!r} is defined on ({low:g}, {high:g}) only, but the hidden layer's "
-                "pre-activations take any real value; it cannot be the trainer's activation"
-            )
-    return act
-
-
 def make_data(config: TrainConfig) -> dict[str, torch.Tensor]:
     """Draw x, y, w1, w2 exactly as the seed does, after ``torch.manual_seed(seed)`` if given."""
     if config.seed is not None:
@@ -214,7 +203,8 @@ def run(
 ) -> TrainResult:
     """Train with ``config``; ``data`` (x, y, w1, w2) is drawn when not given."""
     config.validate()
-    act = activation_module(config.activation, config.act_args, registry)
+    net = build(config.activation, config.act_args, linear=config.linear, loss=config.loss, registry=registry)
+    act = net.act
     state = _checkpoint.load(config.resume) if config.resume else None
     if state is not None:
         _check_resumable(config, state)
@@ -246,7 +236,7 @@ def run(
     step = None
     if config.compile:
         step = compiled_step(
-            act, params, x, y, rates, backend=config.compile_backend, label=config.activation
+            net, params, x, y, rates, backend=config.compile_backend, label=config.activation
         )
     bar = _progress_bar(config, start) if progress else None
     began = time.perf_counter()
@@ -255,8 +245,7 @@ def run(
             if step is not None:
                 loss = step()
             else:
-                y_pred = act(x.mm(w1)).mm(w2)
-                loss = (y_pred - y).pow(2).sum()
+                loss = net(x, y, w1, w2)
             value = loss.item()
             if not math.isfinite(value):
                 raise DivergedError(
@@ -306,7 +295,7 @@ def compare(
     if unused:
         raise ParamError(f"no activation among {', '.join(activations)} takes parameter {unused[0]!r}")
     for name in activations:  # fail on a bad name or value before any training starts
-        activation_module(name, own[name], registry)
+        build(name, own[name], linear=config.linear, loss=config.loss, registry=registry)
     data = make_data(config)
     results = []
     for name in activations:

@@ -28,7 +28,10 @@ FUNCTIONS = [
     "hardsigmoid",
     "hardswish",
     "softsign",
+    "legendre_p3",
 ]
+# Beyond elementwise: n-ary ops and reductions, each with a gufunc signature.
+GENERAL = ["linear", "sse", "softmax", "logsumexp", "layer_norm"]
 LEARNABLE = ["prelu", "swish_beta"]
 EXAMPLE_OPS = ["bentid", "isru", "logcosh"]
 
@@ -46,10 +49,8 @@ def run_opzoo(*args: str, env: dict[str, str] | None = None, timeout: float = 30
     )
 
 
-@pytest.fixture(scope="session")
-def broken_plugin_path(tmp_path_factory) -> str:
-    """Install plugins/opzoo-broken-fixtures into a private folder; return it for PYTHONPATH."""
-    target = tmp_path_factory.mktemp("broken-site")
+def install_fixture(target: Path, name: str) -> str:
+    """Install plugins/NAME into ``target`` (not into the environment); return it for PYTHONPATH."""
     subprocess.run(
         [
             sys.executable,
@@ -62,9 +63,21 @@ def broken_plugin_path(tmp_path_factory) -> str:
             "--disable-pip-version-check",
             "--target",
             str(target),
-            str(ROOT / "plugins" / "opzoo-broken-fixtures"),
+            str(ROOT / "plugins" / name),
         ],
         check=True,
         capture_output=True,
     )
     return str(target)
+
+
+@pytest.fixture(scope="session")
+def broken_plugin_path(tmp_path_factory) -> str:
+    """plugins/opzoo-broken-fixtures, installed into a private folder, for PYTHONPATH."""
+    return install_fixture(tmp_path_factory.mktemp("broken-site"), "opzoo-broken-fixtures")
+
+
+@pytest.fixture(scope="session")
+def general_plugin_path(tmp_path_factory) -> str:
+    """plugins/opzoo-general-fixtures, installed into a private folder, for PYTHONPATH."""
+    return install_fixture(tmp_path_factory.mktemp("general-site"), "opzoo-general-fixtures")

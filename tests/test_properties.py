@@ -9,7 +9,8 @@ import sys
 
 import pytest
 import torch
-from conftest import EXAMPLE_OPS, FUNCTIONS, LEARNABLE, ROOT, run_opzoo
+from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, run_opzoo
+from correct_ops import CORRECT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from wrong_ops import WRONG
@@ -38,6 +39,24 @@ def test_each_wrong_op_is_caught_by_the_right_property(wrong_registry, name):
     assert "example:" in report and "values:" in report and "reproduce:" in report
 
 
+@pytest.mark.parametrize("name", list(CORRECT))
+def test_correct_ops_without_a_contract_pass(name):
+    """A correct op written as tutorials write it, with no contract, passes every property."""
+    reg = opzoo.Registry()
+    reg.register(CORRECT[name], name=name)
+    for prop in PROPERTIES:
+        result = check_property(reg.info(name), prop, profile="ci")
+        assert result.status in ("pass", "skip"), result.report()
+
+
+def test_once_differentiable_is_a_skip_with_the_reason():
+    """A backward marked once_differentiable skips double_backward, saying why."""
+    reg = opzoo.Registry()
+    reg.register(CORRECT["once"], name="once")
+    result = check_property(reg.info("once"), "double_backward", profile="ci")
+    assert result.status == "skip" and "no second derivative" in result.reason, result
+
+
 def test_gradient_failure_shows_numerical_vs_analytic(wrong_registry):
     """A wrong gradient is reported where numerical and analytic differ most."""
     result = check_property(wrong_registry.info("wrong_part"), "gradient", profile="ci")
@@ -49,11 +68,11 @@ def test_gradient_failure_shows_numerical_vs_analytic(wrong_registry):
 def test_minimal_example_is_shrunk(wrong_registry):
     """Hypothesis shrinks the counterexample: a wrong sign shows up on a single element."""
     result = check_property(wrong_registry.info("wrong_sign"), "gradient", profile="ci")
-    assert math.prod(result.example["shape"]) == 1
+    assert math.prod(result.example["inputs"][0]["shape"]) == 1
 
 
 @pytest.mark.parametrize("prop", list(PROPERTIES))
-@pytest.mark.parametrize("name", FUNCTIONS + LEARNABLE + EXAMPLE_OPS)
+@pytest.mark.parametrize("name", FUNCTIONS + GENERAL + LEARNABLE + EXAMPLE_OPS)
 def test_every_registered_op_passes(name, prop):
     """Every built-in and installed example-plugin op has every property."""
     reg = opzoo.registry()
@@ -83,7 +102,7 @@ def test_a_plugins_input_strategy_reaches_what_the_default_does_not():
     assert check_property(spec, "reference", profile="ci").status == "pass"
     caught = check_property(spec, "reference", profile="ci", registry=opzoo.registry())
     assert caught.status == "fail" and "differs from the reference" in caught.reason
-    assert max(abs(v) for v in _flat(caught.example["values"])) > 80
+    assert max(abs(v) for v in _flat(caught.example["inputs"][0]["values"])) > 80
 
 
 def _flat(values):

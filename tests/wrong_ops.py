@@ -130,14 +130,12 @@ class SilentlyWrongDoubleBackward(torch.autograd.Function):
         return grad * 2 * x.detach()
 
 
-class UndeclaredDoubleBackward(torch.autograd.Function):
-    """x^3 built from differentiable ops but not declaring double backward."""
-
-    opzoo_contract = opzoo.Contract(reference=lambda x: x**3)
+class SilentlyDetachedUndeclared(torch.autograd.Function):
+    """x^2, no contract at all, whose backward detaches x: asked for a Hessian, it answers 0."""
 
     @staticmethod
     def forward(x):
-        return x**3
+        return x * x
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -146,7 +144,7 @@ class UndeclaredDoubleBackward(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return grad * 3 * x * x
+        return grad * 2 * x.detach()
 
 
 # op name -> (class, the property that must fail, a phrase its report must contain)
@@ -158,10 +156,10 @@ WRONG = {
     "mutates_input": (MutatesInput, "hygiene", "forward mutated its input"),
     "contiguous_grad_only": (ContiguousGradOnly, "layout", "non-contiguous grad_output"),
     "wrong_dtype": (WrongDtype, "hygiene", "output dtype is torch.float32"),
-    "silent_double_backward": (SilentlyWrongDoubleBackward, "double_backward", "with contiguous grad_output"),
-    "undeclared_double_backward": (
-        UndeclaredDoubleBackward,
+    "silent_double_backward": (
+        SilentlyWrongDoubleBackward,
         "double_backward",
-        "double backward is not declared",
+        "second derivative is wrong, with contiguous grad_output",
     ),
+    "detached_undeclared": (SilentlyDetachedUndeclared, "double_backward", "once_differentiable"),
 }

@@ -42,8 +42,8 @@ def run_list(args: argparse.Namespace) -> int:
 
     print(
         text_table(
-            ("NAME", "SOURCE", "STATUS", "SUMMARY"),
-            [(r["name"], r["source"], r["status"], r["summary"]) for r in rows],
+            ("NAME", "SOURCE", "STATUS", "SIGNATURE", "SUMMARY"),
+            [(r["name"], r["source"], r["status"], r["signature"] or "-", r["summary"]) for r in rows],
         )
     )
     broken = sum(r["status"] != "ok" for r in rows)

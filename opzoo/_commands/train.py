@@ -35,6 +35,18 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="an op parameter, validated against the op's declared range (repeatable)",
     )
+    p.add_argument(
+        "--linear",
+        default=S,
+        metavar="NAME",
+        help="a registered (n,k),(k,m)->(n,m) op for both linear layers (default: the seed's x.mm(w))",
+    )
+    p.add_argument(
+        "--loss",
+        default=S,
+        metavar="NAME",
+        help="a registered (n,m),(n,m)->() op as the loss (default: the seed's (y_pred - y).pow(2).sum())",
+    )
     p.add_argument("--seed", type=int, default=S, help="call torch.manual_seed(SEED) first")
     g = p.add_argument_group("network and schedule")
     g.add_argument("--batch", type=int, default=S, help="N, rows of x (default 64)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -13,7 +14,7 @@ from hypothesis.errors import HypothesisException
 from opzoo._records import one_line
 from opzoo._registry import OpSpec, Registry
 from opzoo.testing import _profiles
-from opzoo.testing.properties import PROPERTIES, PropertyFailed, bind
+from opzoo.testing.properties import PROPERTIES, PropertyFailed, PropertySkipped, bind
 from opzoo.testing.strategies import KINK_MARGIN, cases, domain_box, push_from_kinks
 
 DEVICES = ("cpu", "cuda")
@@ -57,18 +58,30 @@ class Result:
 
     def report(self) -> str:
         """A multi-line failure report: the op, the property, the example, the worst mismatch."""
-        lines = [f"FAIL {self.id}: {self.reason}"]
+        lines = [f"{self.status.upper()} {self.id}: {self.reason}"]
         if self.example:
             e = self.example
-            lines.append(
-                f"  example:   shape {e['shape']}, strides {e['strides']}, dtype {e['dtype']}, "
-                f"params {e['params']}"
-            )
-            lines.append(f"  values:    {_preview(e['values'])}")
+            shown = e["inputs"]
+            if len(shown) == 1:
+                t = shown[0]
+                lines.append(
+                    f"  example:   shape {t['shape']}, strides {t['strides']}, dtype {t['dtype']}, "
+                    f"params {e['params']}"
+                )
+                lines.append(f"  values:    {_preview(t['values'])}")
+            else:
+                lines.append(f"  example:   params {e['params']}")
+                for i, t in enumerate(shown):
+                    lines.append(
+                        f"  input {i}:   shape {t['shape']}, strides {t['strides']}, dtype {t['dtype']}"
+                    )
+                    lines.append(f"    values:  {_preview(t['values'])}")
         if self.worst:
             w = self.worst
-            nums = ", ".join(f"{k} {v:.9g}" for k, v in w.items() if k not in ("index", "x", "grad_output"))
-            lines.append(f"  worst:     at index {w['index']}, x = {w['x']:.9g}: {nums}")
+            skip = ("index", "x", "grad_output", "input", "output")
+            nums = ", ".join(f"{k} {v:.9g}" for k, v in w.items() if k not in skip)
+            which = f"input {w['input']}, output {w['output']}, " if "input" in w else ""
+            lines.append(f"  worst:     {which}at index {list(w['index'])}, x = {w['x']:.9g}: {nums}")
         if self.repro:
             lines.append("  reproduce: " + self.repro.replace("\n", "\n             "))
         return "\n".join(lines)
@@ -87,14 +100,19 @@ def _preview(values: Any, limit: int = 16) -> str:
     return f"[{shown}, ...] ({len(items)} values, flattened)"
 
 
-def _describe(params: dict[str, float], x: torch.Tensor) -> dict[str, Any]:
-    values = x.detach().cpu().tolist()
+def _describe(params: dict[str, Any], xs: tuple[torch.Tensor, ...], fast: bool) -> dict[str, Any]:
     return {
-        "shape": tuple(x.shape),
-        "strides": tuple(x.stride()),
-        "dtype": str(x.dtype).removeprefix("torch."),
         "params": dict(params),
-        "values": values,
+        "fast": fast,
+        "inputs": [
+            {
+                "shape": tuple(x.shape),
+                "strides": tuple(x.stride()),
+                "dtype": str(x.dtype).removeprefix("torch."),
+                "values": x.detach().cpu().tolist(),
+            }
+            for x in xs
+        ],
     }
 
 
@@ -102,12 +120,19 @@ def _repro(spec: OpSpec, prop: str, example: dict[str, Any] | None) -> str:
     cmd = f"opzoo check {spec.name} --property {prop} --profile ci"
     if not example:
         return cmd
-    args = "".join(f", {k}={v!r}" for k, v in example["params"].items())
+    args = ", ".join(f"{k}={v!r}" for k, v in example["params"].items())
+    made = [
+        f"torch.tensor({t['values']!r}, dtype=torch.float64).reshape({t['shape']!r})"
+        for t in example["inputs"]
+    ]
+    xs = made[0] if len(made) == 1 else "[\n      " + ",\n      ".join(made) + ",\n  ]"
+    full = "" if example["fast"] else ", fast=False"
+    call = "x" if len(made) == 1 else "*xs"
     return (
         f"{cmd}\nor in Python:\n"
         f"  import torch, opzoo; from opzoo.testing import bind, PROPERTIES\n"
-        f"  x = torch.tensor({example['values']!r}, dtype=torch.float64).reshape({example['shape']!r})\n"
-        f"  PROPERTIES[{prop!r}](bind(opzoo.info({spec.name!r}), dict({args.lstrip(', ')})), x)"
+        f"  {call.lstrip('*')} = {xs}\n"
+        f"  PROPERTIES[{prop!r}](bind(opzoo.info({spec.name!r}), dict({args}){full}), {call})"
     )
 
 
@@ -134,12 +159,12 @@ def check_property(
     profile = profile or _profiles.default_profile()
     last: dict[str, Any] = {}
 
-    def attempt(params: dict[str, float], x: torch.Tensor, fast: bool) -> None:
+    def attempt(params: dict[str, Any], xs: tuple[torch.Tensor, ...], fast: bool) -> None:
         last.clear()
         try:
-            property_(bind(spec, params, device=device, fast=fast), x)
+            property_(bind(spec, params, device=device, fast=fast), *xs)
         except BaseException as exc:
-            last.update(params=params, x=x, exc=exc)
+            last.update(params=params, xs=xs, fast=fast, exc=exc)
             raise
 
     try:
@@ -149,17 +174,19 @@ def check_property(
 
             @conf
             @given(case=cases(spec, device=device, registry=registry))
-            def run(case: tuple[dict[str, float], torch.Tensor]) -> None:
+            def run(case: tuple[dict[str, Any], tuple[torch.Tensor, ...]]) -> None:
                 attempt(*case, fast)
 
             run()
-        for x in fixed_inputs(spec, device)[: property_.fixed]:
-            attempt(spec.contract.defaults(), x, False)
+        for xs in fixed_inputs(spec, device)[: property_.fixed]:
+            attempt(spec.contract.defaults(), xs, False)
     except BaseException as exc:  # the op under test may raise anything
         if isinstance(exc, KeyboardInterrupt):
             raise
         cause = last.get("exc", exc)
-        example = _describe(last["params"], last["x"]) if "x" in last else None
+        if isinstance(cause, PropertySkipped):
+            return Result(spec.name, prop, device, "skip", str(cause), seconds=time.perf_counter() - began)
+        example = _describe(last["params"], last["xs"], last["fast"]) if "xs" in last else None
         if isinstance(cause, PropertyFailed):
             reason = str(cause)
         elif isinstance(cause, HypothesisException):
@@ -196,14 +223,29 @@ def check(
     ]
 
 
-def fixed_inputs(spec: OpSpec, device: str) -> list[torch.Tensor]:
-    """Small deterministic inputs spread over the domain and pushed off the kinks."""
+def fixed_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
+    """Small deterministic inputs: for an elementwise op spread over the domain and pushed off the
+    kinks; otherwise shaped by the signature, each dimension name a different small size."""
+    sig = spec.contract.sig
+    if not sig.elementwise:
+        names = sorted({d for core in sig.inputs for d in core if not d.isdigit()})
+        out = []
+        for loop, base in (((), 2), ((2,), 3)):
+            sizes = {d: base + k for k, d in enumerate(names)}
+            xs = []
+            for i, core in enumerate(sig.inputs):
+                shape = loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core)
+                n = max(1, math.prod(shape))
+                values = torch.linspace(-2.0 + 0.3 * i, 2.5 - 0.2 * i, n, dtype=torch.float64)
+                xs.append(values[: math.prod(shape)].reshape(shape).to(device))
+            out.append(tuple(xs))
+        return out
     lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
     kinks = spec.contract.kinks_at()
     out = []
     for shape in ((7,), (2, 3)):
-        n = shape[0] if len(shape) == 1 else shape[0] * shape[1]
+        n = math.prod(shape)
         x = torch.linspace(lo, hi, n + 2, dtype=torch.float64)[1:-1]
         x = push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device)
-        out.append(x)
+        out.append((x,))
     return out

@@ -1,14 +1,15 @@
 """The properties every registered op must have, one :class:`Property` record each.
 
-A property's check takes a bound op and a float64 input and raises :class:`PropertyFailed` (or any
-error the op itself raises) when the property does not hold. To add a property, write its check and
-add one record to :data:`PROPERTIES`; ``opzoo check``, the pytest plugin and the docs pick it up.
+A property's check takes a bound op and its float64 inputs, ``check(op, *inputs)`` (one tensor per
+signature input), and raises :class:`PropertyFailed` (or any error the op itself raises) when the
+property does not hold. To add a property, write its check and add one record to
+:data:`PROPERTIES`; ``opzoo check``, the pytest plugin and the docs pick it up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable, Sequence
 
 import torch
 from torch.autograd import gradcheck, gradgradcheck
@@ -16,146 +17,35 @@ from torch.autograd.gradcheck import GradcheckError
 
 from opzoo._records import one_line
 from opzoo._registry import OpSpec
+from opzoo.testing._bound import (
+    EXACT,
+    TOLERANCES,
+    Bound,
+    PropertyFailed,
+    PropertySkipped,
+    Tensors,
+    bind,
+    close,
+    grad_outputs,
+    noncontiguous,
+    ramp,
+    vjp,
+    where,
+    worst_gradient_mismatch,
+)
 from opzoo.testing.strategies import KINK_MARGIN
-
-#: Tolerances against the float64 result, per dtype (values already rounded to the dtype).
-TOLERANCES = {
-    torch.float64: dict(rtol=1e-7, atol=1e-9),
-    torch.float32: dict(rtol=1e-4, atol=1e-5),
-    torch.float16: dict(rtol=1e-2, atol=1e-3),
-    torch.bfloat16: dict(rtol=3e-2, atol=1e-2),
-}
-EXACT = dict(rtol=1e-9, atol=1e-12)  # same arithmetic, other memory layout
-
-
-class PropertyFailed(AssertionError):
-    """A property does not hold; ``details`` holds what the report shows besides the message."""
-
-    def __init__(self, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.details = details
-
-
-@dataclass
-class Bound:
-    """An op with its parameters fixed; learnable tensors (module ops) are explicit inputs.
-
-    ``fast`` selects gradcheck's fast mode (a random projection of the Jacobian instead of all of
-    it); the thorough profile and the runner's small fixed inputs turn it off.
-    """
-
-    spec: OpSpec
-    params: dict[str, float]
-    fn: Callable[..., torch.Tensor]
-    extras: tuple[torch.Tensor, ...] = ()
-    module: torch.nn.Module | None = None  # a learnable op's instance, in the bound dtype
-    fast: bool = True
-
-    def __call__(self, x: torch.Tensor, *extras: torch.Tensor) -> torch.Tensor:
-        return self.fn(x, *(extras or self.extras))
-
-    def inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Leaves for gradcheck: the input and every learnable tensor, all requiring grad."""
-        return (
-            x.detach().clone().requires_grad_(),
-            *(e.detach().clone().requires_grad_() for e in self.extras),
-        )
-
-
-def bind(
-    spec: OpSpec,
-    params: dict[str, float],
-    *,
-    dtype: torch.dtype = torch.float64,
-    device: str | torch.device = "cpu",
-    fast: bool = True,
-) -> Bound:
-    """Return ``spec`` with ``params`` fixed, in ``dtype`` on ``device``."""
-    bound = spec.contract.bind(params)
-    # Build in float64, so that a parameter initialised from a Python float keeps its exact value.
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        fn = spec.bound(**bound)
-    finally:
-        torch.set_default_dtype(previous)
-    if not isinstance(fn, torch.nn.Module):
-        return Bound(spec, bound, lambda x, *_: fn(x), fast=fast)
-    module = fn.to(device=device, dtype=dtype)
-    names = tuple(n for n, _ in module.named_parameters())
-    tensors = tuple(p.detach() for _, p in module.named_parameters())
-
-    def call(x: torch.Tensor, *ps: torch.Tensor) -> torch.Tensor:
-        return torch.func.functional_call(module, dict(zip(names, ps)), (x,))
-
-    return Bound(spec, bound, call, tensors, module, fast)
-
-
-def _ramp(like: torch.Tensor) -> torch.Tensor:
-    """A deterministic grad_output with distinct, non-zero entries."""
-    n = like.numel()
-    return (torch.linspace(-1.5, 2.0, max(n, 1), dtype=like.dtype, device=like.device)[:n] + 0.01).reshape(
-        like.shape
-    )
-
-
-def noncontiguous(t: torch.Tensor) -> torch.Tensor:
-    """The same values in a non-contiguous layout: a transpose for 2+ dims, else a strided slice."""
-    if t.dim() >= 2 and t.shape[-1] > 1 and t.shape[-2] > 1:
-        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
-    base = torch.zeros((*t.shape, 2), dtype=t.dtype, device=t.device)
-    base[..., 0] = t
-    return base[..., 0]
-
-
-def _vjp(
-    op: Bound, x: torch.Tensor, g: torch.Tensor, dtype: torch.dtype | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    xr = x.detach().clone().requires_grad_()
-    y = op(xr)
-    (gx,) = torch.autograd.grad(y, xr, g, allow_unused=True)
-    return y.detach(), (torch.zeros_like(xr) if gx is None else gx)
-
-
-def worst_gradient_mismatch(op: Bound, x: torch.Tensor, eps: float = 1e-6) -> dict[str, Any] | None:
-    """Compare the analytic gradient of sum(op(x) * g) with central differences, element by element;
-    return where they differ most."""
-    if x.numel() == 0 or x.numel() > 4096:
-        return None
-    g = _ramp(op(x.detach()))
-    _, analytic = _vjp(op, x, g)
-    numeric = torch.empty_like(x)
-    flat, nflat = x.detach().clone().reshape(-1), numeric.reshape(-1)
-    with torch.no_grad():
-        for i in range(flat.numel()):
-            orig = flat[i].item()
-            flat[i] = orig + eps
-            up = (op(flat.reshape(x.shape)) * g).sum().item()
-            flat[i] = orig - eps
-            down = (op(flat.reshape(x.shape)) * g).sum().item()
-            flat[i] = orig
-            nflat[i] = (up - down) / (2 * eps)
-    diff = (numeric - analytic).abs()
-    i = int(diff.reshape(-1).argmax())
-    index = tuple(int(v) for v in torch.unravel_index(torch.tensor(i), x.shape)) if x.dim() else ()
-    return {
-        "index": index,
-        "x": x.reshape(-1)[i].item(),
-        "grad_output": g.reshape(-1)[i].item(),
-        "numerical": numeric.reshape(-1)[i].item(),
-        "analytic": analytic.reshape(-1)[i].item(),
-    }
-
 
 # -- the properties -------------------------------------------------------------------------------
 
 
-def gradient(op: Bound, x: torch.Tensor) -> None:
+def gradient(op: Bound, *xs: torch.Tensor) -> None:
     """gradcheck in float64: analytic backward vs central differences; undefined grads, dtypes."""
+    if all(x.numel() == 0 for x in xs):
+        return  # nothing to differentiate (and an empty reduction's -inf confuses gradcheck)
     try:
         gradcheck(
             op,
-            op.inputs(x),
+            op.inputs(*xs),
             fast_mode=op.fast,
             check_undefined_grad=True,
             check_grad_dtypes=True,
@@ -165,131 +55,188 @@ def gradient(op: Bound, x: torch.Tensor) -> None:
         )
     except GradcheckError as exc:
         message = one_line(exc, with_type=False, lines=3)
-        raise PropertyFailed(message, worst=worst_gradient_mismatch(op, x)) from None
+        raise PropertyFailed(message, worst=worst_gradient_mismatch(op, xs)) from None
 
 
-def double_backward(op: Bound, x: torch.Tensor) -> None:
-    """Declared: gradgradcheck with contiguous and non-contiguous grad_outputs. Undeclared: a
-    second derivative must fail loudly, not come back silently."""
-    if op.spec.contract.double_backward:
-        y = op(x.detach())
-        g = _ramp(y)
-        for grad_out in (g, noncontiguous(g)):
-            try:
-                gradgradcheck(
-                    op,
-                    op.inputs(x),
-                    (grad_out,),
-                    fast_mode=op.fast,
-                    eps=1e-6,
-                    atol=1e-5,
-                    rtol=1e-3,
-                    gen_non_contig_grad_outputs=True,
-                )
-            except GradcheckError as exc:
-                layout = "contiguous" if grad_out.is_contiguous() else "non-contiguous"
-                message = one_line(exc, with_type=False, lines=3)
-                raise PropertyFailed(f"with {layout} grad_output: {message}") from None
+def double_backward(op: Bound, *xs: torch.Tensor) -> None:
+    """Second derivatives that come back are right: gradgradcheck with contiguous and
+    non-contiguous grad_outputs, in a graph where each input is also used elsewhere (so that a
+    silently detached backward shows as a wrong second derivative, not as an error that hides it).
+    One that raises, or is marked once_differentiable, is a skip, unless double_backward=True is
+    declared: then it must work."""
+    if all(x.numel() == 0 for x in xs):
         return
-    if x.numel() == 0:
-        return
-    xr = x.detach().clone().requires_grad_()
-    (gx,) = torch.autograd.grad(op(xr), xr, _ramp(x), create_graph=True)
-    if not gx.requires_grad:
-        return  # a second derivative raises "does not require grad": loud enough
+    declared = op.spec.contract.double_backward
+    n = op.arity
+
+    def also_elsewhere(*leaves: torch.Tensor) -> Tensors:
+        # x**3 adds a non-zero second derivative of its own: the graph of the first derivative
+        # always requires grad, whatever the op's backward does.
+        return (*op.outputs(*leaves[:n], *leaves[n:]), *(x**3 for x in leaves[:n]))
+
+    leaves = op.inputs(*xs)
     try:
-        (ggx,) = torch.autograd.grad(gx.sum(), xr)
-    except RuntimeError:
-        return
-    raise PropertyFailed(
-        "double backward is not declared, yet a second derivative came back without an error "
-        f"(max |d2| = {ggx.abs().max().item():.4g}); declare double_backward=True so that it is "
-        "checked, or decorate backward with torch.autograd.function.once_differentiable"
-    )
+        outs = also_elsewhere(*leaves)
+        # grad_outputs that require grad, as gradgradcheck's do: once_differentiable raises then
+        gs = tuple(g.requires_grad_() for g in grad_outputs(outs))
+        firsts = torch.autograd.grad(outs, leaves, gs, create_graph=True, allow_unused=True)
+        if _marked_once_differentiable(firsts):
+            raise RuntimeError("the backward is marked once_differentiable")
+        torch.autograd.grad([g.sum() for g in firsts if g is not None], leaves, allow_unused=True)
+    except RuntimeError as exc:
+        if declared:
+            raise PropertyFailed(f"double_backward=True is declared, but: {one_line(exc)}") from None
+        raise PropertySkipped(f"no second derivative ({one_line(exc, with_type=False)})") from None
+    gs = grad_outputs(also_elsewhere(*(x.detach() for x in leaves)))
+    for layout, grads in (("contiguous", gs), ("non-contiguous", tuple(noncontiguous(g) for g in gs))):
+        try:
+            gradgradcheck(
+                also_elsewhere,
+                op.inputs(*xs),
+                grads,
+                fast_mode=op.fast,
+                eps=1e-6,
+                atol=1e-5,
+                rtol=1e-3,
+                gen_non_contig_grad_outputs=True,
+            )
+        except GradcheckError as exc:
+            message = one_line(exc, with_type=False, lines=3)
+            hint = (
+                ""
+                if declared
+                else (
+                    " (a backward that is not differentiable should be decorated with "
+                    "torch.autograd.function.once_differentiable, so that asking is an error)"
+                )
+            )
+            raise PropertyFailed(
+                f"second derivative is wrong, with {layout} grad_output: {message}{hint}"
+            ) from None
 
 
-def reference(op: Bound, x: torch.Tensor) -> None:
+def _marked_once_differentiable(grads: Sequence[torch.Tensor | None]) -> bool:
+    """Whether the graph of ``grads`` holds the error node once_differentiable leaves. (Asking for
+    the derivative through it raises, but only where autograd walks it: a gradient with respect
+    to the inputs alone may prune it and come back silently wrong.)"""
+    stack = [g.grad_fn for g in grads if g is not None and g.grad_fn is not None]
+    seen: set[int] = set()
+    while stack:
+        fn = stack.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if type(fn).__name__ in ("Error", "DelayedError"):
+            return True
+        stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
+    return False
+
+
+def reference(op: Bound, *xs: torch.Tensor) -> None:
     """Forward and gradient match the declared reference: in float64, and in each lower dtype the
     op declares against the float64 reference (at the rounded inputs)."""
     ref = op.spec.contract.reference
     kinks = op.spec.contract.kinks_at(op.params)
     for name in op.spec.contract.dtypes:
         dtype = getattr(torch, name)
-        xl = x.to(dtype)
+        lows = tuple(x.to(dtype) for x in xs)
         lop = op if dtype == torch.float64 else _cast(op, dtype)
-        g = _ramp(xl)
-        y, gx = _vjp(lop, xl, g)
-        x64 = xl.double().detach().requires_grad_()
-        y_ref = ref(x64, **op.params)
-        (gx_ref,) = torch.autograd.grad(y_ref, x64, g.double(), allow_unused=True)
-        gx_ref = torch.zeros_like(x64) if gx_ref is None else gx_ref
+        outs, grads = vjp(lop, lows)
+        gs = grad_outputs(outs)
+        x64 = tuple(x.double().detach().requires_grad_() for x in lows)
+        want = ref(*x64, **op.params)
+        want = want if isinstance(want, tuple) else (want,)
+        want_grads = torch.autograd.grad(want, x64, tuple(g.double() for g in gs), allow_unused=True)
         tol = TOLERANCES[dtype]
-        _close(y.double(), y_ref.detach(), tol, f"forward in {name} differs from the reference", xl)
-        away = torch.ones_like(x64, dtype=torch.bool)
-        for k in kinks:
-            # In a low precision the kink itself is rounded (a param like min_val, too): keep the
-            # comparison a few of that dtype's steps away from it.
-            step = torch.finfo(dtype).eps * max(1.0, abs(k))
-            away &= (x64.detach() - k).abs() >= max(KINK_MARGIN / 2, 4 * step)
-        _close(gx.double()[away], gx_ref[away], tol, f"gradient in {name} differs from the reference's", xl)
+        x0 = lows[0] if len(lows) == 1 else None
+        for j, (got, expected) in enumerate(zip(outs, want)):
+            what = f"forward in {name} differs from the reference{where(j, len(outs), 'output')}"
+            close(got.double(), expected.detach(), tol, what, x0)
+        for i, (got, expected, x) in enumerate(zip(grads, want_grads, x64)):
+            expected = torch.zeros_like(x) if expected is None else expected
+            what = f"gradient in {name} differs from the reference's{where(i, len(xs), 'input')}"
+            if not kinks:
+                close(got.double(), expected, tol, what, x0)
+                continue
+            away = torch.ones_like(x, dtype=torch.bool)
+            for k in kinks:
+                # In a low precision the kink itself is rounded (a param like min_val, too): keep
+                # the comparison a few of that dtype's steps away from it.
+                step = torch.finfo(dtype).eps * max(1.0, abs(k))
+                away &= (x.detach() - k).abs() >= max(KINK_MARGIN / 2, 4 * step)
+            close(got.double()[away], expected[away], tol, what, x0[away])
 
 
-def layout(op: Bound, x: torch.Tensor) -> None:
-    """Non-contiguous inputs and grad_outputs give the values and gradients of contiguous ones."""
-    if x.numel() == 0:
-        return
-    g = _ramp(x)
-    y0, gx0 = _vjp(op, x, g)
-    for xi, gi, what in (
-        (noncontiguous(x), g, "input"),
-        (x, noncontiguous(g), "grad_output"),
-        (noncontiguous(x), noncontiguous(g), "input and grad_output"),
-    ):
-        if xi.is_contiguous() and gi.is_contiguous():
-            continue  # 0-d: no other layout exists
-        y, gx = _vjp(op, xi, gi)
-        _close(y, y0, EXACT, f"forward differs for a non-contiguous {what}", x)
-        _close(gx, gx0, EXACT, f"gradient differs for a non-contiguous {what}", x)
+def layout(op: Bound, *xs: torch.Tensor) -> None:
+    """Each input and each grad_output non-contiguous in turn (then all at once) gives the values
+    and gradients of contiguous ones."""
+    outs0, grads0 = vjp(op, xs)
+    gs = grad_outputs(outs0)
+    n, m = len(xs), len(gs)
+    variants = [
+        ([noncontiguous(x) if k == i else x for k, x in enumerate(xs)], gs, f"input{where(i, n, '')}")
+        for i in range(n)
+    ]
+    variants += [
+        (xs, [noncontiguous(g) if k == j else g for k, g in enumerate(gs)], f"grad_output{where(j, m, '')}")
+        for j in range(m)
+    ]
+    variants.append(([noncontiguous(x) for x in xs], [noncontiguous(g) for g in gs], "everything"))
+    for vxs, vgs, what in variants:
+        if all(t.is_contiguous() for t in (*vxs, *vgs)):
+            continue  # 0-d or empty: no other layout exists
+        outs, grads = vjp(op, vxs, vgs)
+        for j, (got, want) in enumerate(zip(outs, outs0)):
+            close(got, want, EXACT, f"forward{where(j, m, 'output')} differs for a non-contiguous {what}")
+        for i, (got, want) in enumerate(zip(grads, grads0)):
+            close(got, want, EXACT, f"gradient{where(i, n, 'input')} differs for a non-contiguous {what}")
 
 
-def hygiene(op: Bound, x: torch.Tensor) -> None:
-    """Output dtype, device and shape follow the input; nothing is mutated; backward repeats."""
-    xr = x.detach().clone().requires_grad_()
-    before, version = xr.detach().clone(), xr._version
-    y = op(xr)
-    for what, got, want in (
-        ("dtype", y.dtype, x.dtype),
-        ("device", y.device, x.device),
-        ("shape", tuple(y.shape), tuple(x.shape)),
-    ):
-        if got != want:
-            raise PropertyFailed(f"output {what} is {got}, expected {want} (the input's)")
-    if xr._version != version or not torch.equal(xr.detach(), before):
-        raise PropertyFailed("forward mutated its input")
-    g = _ramp(y.detach())
-    g_before, g_version = g.clone(), g._version
-    (gx1,) = torch.autograd.grad(y, xr, g, retain_graph=True, allow_unused=True)
-    if g._version != g_version or not torch.equal(g, g_before):
-        raise PropertyFailed("backward mutated grad_output")
-    if xr._version != version or not torch.equal(xr.detach(), before):
-        raise PropertyFailed("backward mutated the input")
-    (gx2,) = torch.autograd.grad(y, xr, g, allow_unused=True)
-    if gx1 is None or gx2 is None:
-        return
-    if gx1.dtype != x.dtype or tuple(gx1.shape) != tuple(x.shape):
-        raise PropertyFailed(
-            f"gradient is {gx1.dtype} {tuple(gx1.shape)}, expected {x.dtype} {tuple(x.shape)}"
-        )
-    if not torch.equal(gx1, gx2):
-        raise PropertyFailed("running backward twice gave different gradients")
+def hygiene(op: Bound, *xs: torch.Tensor) -> None:
+    """Outputs follow the signature's shapes and the inputs' dtype and device; nothing is
+    mutated; backward repeats exactly."""
+    leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
+    before = [(x.detach().clone(), x._version) for x in leaves]
+
+    def unchanged(when: str) -> None:
+        for i, (x, (value, version)) in enumerate(zip(leaves, before)):
+            if x._version != version or not torch.equal(x.detach(), value):
+                raise PropertyFailed(f"{when} mutated its input{where(i, len(leaves), '')}")
+
+    outs = op.outputs(*leaves)  # checks the count and shapes against the signature
+    for j, o in enumerate(outs):
+        for what, got, want in (("dtype", o.dtype, xs[0].dtype), ("device", o.device, xs[0].device)):
+            if got != want:
+                raise PropertyFailed(
+                    f"output{where(j, len(outs), '')} {what} is {got}, expected {want} (the input's)"
+                )
+    unchanged("forward")
+    gs = grad_outputs(outs)
+    g_before = [(g.clone(), g._version) for g in gs]
+    first = torch.autograd.grad(outs, leaves, gs, retain_graph=True, allow_unused=True)
+    for j, (g, (value, version)) in enumerate(zip(gs, g_before)):
+        if g._version != version or not torch.equal(g, value):
+            raise PropertyFailed(f"backward mutated grad_output{where(j, len(gs), '')}")
+    unchanged("backward")
+    second = torch.autograd.grad(outs, leaves, gs, allow_unused=True)
+    for i, (x, g1, g2) in enumerate(zip(xs, first, second)):
+        if g1 is None or g2 is None:
+            continue
+        if g1.dtype != x.dtype or tuple(g1.shape) != tuple(x.shape):
+            raise PropertyFailed(
+                f"gradient{where(i, len(xs), 'of input')} is {g1.dtype} {tuple(g1.shape)}, "
+                f"expected {x.dtype} {tuple(x.shape)}"
+            )
+        if not torch.equal(g1, g2):
+            raise PropertyFailed("running backward twice gave different gradients")
 
 
 def kinks(op: Bound, x: torch.Tensor) -> None:
-    """At each declared kink, the gradient equals the declared subgradient."""
+    """At each declared kink, the gradient equals the declared subgradient (elementwise ops)."""
     declared = op.spec.contract.kinks_at(op.params)
     points = torch.tensor(list(declared), dtype=torch.float64, device=x.device)
     want = torch.tensor(list(declared.values()), dtype=torch.float64, device=x.device)
-    _, got = _vjp(op, points, torch.ones_like(points))
+    _, (got,) = vjp(op, (points,), (torch.ones_like(points),))
     if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
         i = int((got - want).abs().argmax())
         raise PropertyFailed(
@@ -304,32 +251,34 @@ def kinks(op: Bound, x: torch.Tensor) -> None:
         )
 
 
-def compile(op: Bound, x: torch.Tensor) -> None:
+def compile(op: Bound, *xs: torch.Tensor) -> None:
     """Under torch.compile (aot_eager: no C compiler needed) outputs and gradients match eager,
     without graph breaks."""
     import torch._dynamo
 
-    if x.numel() == 0:
+    if any(x.numel() == 0 for x in xs):
         return
 
-    def step(t: torch.Tensor) -> torch.Tensor:
-        return op(t)
+    def step(*ts: torch.Tensor) -> object:
+        return op(*ts)
 
-    explanation = torch._dynamo.explain(step)(x.detach().clone())
+    explanation = torch._dynamo.explain(step)(*(x.detach().clone() for x in xs))
     if explanation.graph_break_count:
         reasons = "; ".join(
             str(getattr(b, "reason", b)).splitlines()[0] for b in explanation.break_reasons[:3]
         )
         raise PropertyFailed(f"{explanation.graph_break_count} graph break(s) under torch.compile: {reasons}")
-    compiled = torch.compile(step, backend="aot_eager")
-    g = _ramp(x)
-    y0, gx0 = _vjp(op, x, g)
-    xr = x.detach().clone().requires_grad_()
-    y = compiled(xr)
-    (gx,) = torch.autograd.grad(y, xr, g, allow_unused=True)
-    gx = torch.zeros_like(xr) if gx is None else gx
-    _close(y.detach(), y0, TOLERANCES[torch.float64], "compiled forward differs from eager", x)
-    _close(gx, gx0, TOLERANCES[torch.float64], "compiled gradient differs from eager", x)
+    compiled = Bound(op.spec, op.params, torch.compile(step, backend="aot_eager"), op.extras, op.module)
+    outs0, grads0 = vjp(op, xs)
+    outs, grads = vjp(compiled, xs)
+    tol = TOLERANCES[torch.float64]
+    for j, (got, want) in enumerate(zip(outs, outs0)):
+        close(got, want, tol, f"compiled forward{where(j, len(outs), 'output')} differs from eager")
+    for i, (got, want) in enumerate(zip(grads, grads0)):
+        close(got, want, tol, f"compiled gradient{where(i, len(xs), 'input')} differs from eager")
+
+
+# -- the records ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -341,7 +290,7 @@ class Property:
     """
 
     name: str
-    check: Callable[[Bound, torch.Tensor], None]
+    check: Callable[..., None]
     applies: Callable[[OpSpec], str | None] = lambda spec: None  # why it does not apply, or None
     drawn: bool = True
     fixed: int = 0
@@ -350,8 +299,8 @@ class Property:
     def doc(self) -> str:
         return (self.check.__doc__ or "").strip().splitlines()[0]
 
-    def __call__(self, op: Bound, x: torch.Tensor) -> None:
-        self.check(op, x)
+    def __call__(self, op: Bound, *xs: torch.Tensor) -> None:
+        self.check(op, *xs)
 
 
 def _needs_reference(spec: OpSpec) -> str | None:
@@ -379,27 +328,20 @@ PROPERTIES: dict[str, Property] = {
 }
 
 
-# -- helpers --------------------------------------------------------------------------------------
-
-
 def _cast(op: Bound, dtype: torch.dtype) -> Bound:
     if op.module is None:
         return op
     return bind(op.spec, op.params, dtype=dtype, device=op.extras[0].device if op.extras else "cpu")
 
 
-def _close(got: torch.Tensor, want: torch.Tensor, tol: dict[str, float], what: str, x: torch.Tensor) -> None:
-    if got.shape != want.shape:
-        raise PropertyFailed(f"{what}: shape {tuple(got.shape)} vs {tuple(want.shape)}")
-    bad = ~torch.isclose(got.double(), want.double(), equal_nan=True, **tol)
-    if bad.any():
-        i = int(bad.reshape(-1).nonzero()[0])
-        flat_x = x.reshape(-1) if x.numel() == got.numel() else None
-        raise PropertyFailed(
-            f"{what}: {int(bad.sum())} of {bad.numel()} elements differ; first at flat index {i}: "
-            f"got {got.reshape(-1)[i].item():.9g}, expected {want.reshape(-1)[i].item():.9g}"
-            + (f" (x = {flat_x[i].item():.9g})" if flat_x is not None else ""),
-        )
-
-
-__all__ = ["PROPERTIES", "Bound", "Property", "PropertyFailed", "bind", "noncontiguous"]
+# ramp and PropertyFailed are imported from here by plugins' and opzoo's own tests.
+__all__ = [
+    "PROPERTIES",
+    "Bound",
+    "Property",
+    "PropertyFailed",
+    "PropertySkipped",
+    "bind",
+    "noncontiguous",
+    "ramp",
+]

@@ -107,15 +107,47 @@ def tensors(
     return make()
 
 
-def params(spec: OpSpec) -> st.SearchStrategy[dict[str, float]]:
-    """Parameter dicts drawn from each declared range (unbounded sides capped at +-10)."""
+def params(spec: OpSpec) -> st.SearchStrategy[dict[str, float | int]]:
+    """Parameter dicts drawn from each declared range (unbounded sides capped at +-10); integer
+    parameters as ints."""
     fields = {}
     for name, p in spec.contract.params.items():
         lo = p.low if math.isfinite(p.low) else -10.0
         hi = p.high if math.isfinite(p.high) else 10.0
         lo, hi = min(lo, p.default), max(hi, p.default)
-        fields[name] = st.one_of(st.just(p.default), st.floats(lo, hi, allow_nan=False))
+        if p.integer:
+            drawn = st.integers(math.ceil(lo), math.floor(hi))
+        else:
+            drawn = st.floats(lo, hi, allow_nan=False)
+        fields[name] = st.one_of(st.just(p.default), drawn)
     return st.fixed_dictionaries(fields)
+
+
+def signature_inputs(
+    spec: OpSpec,
+    *,
+    dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "cpu",
+    max_loop_dims: int = 2,
+    max_side: int = 4,
+) -> st.SearchStrategy[tuple[torch.Tensor, ...]]:
+    """One tensor per signature input, with shapes from hypothesis's
+    ``mutually_broadcastable_shapes``: core dimensions that agree across inputs, and loop dimensions
+    that broadcast (sizes 0, 1 and more occur on both)."""
+    shapes_st = hnp.mutually_broadcastable_shapes(
+        signature=spec.contract.sig.input_signature(),
+        min_dims=0,
+        max_dims=max_loop_dims,
+        min_side=0,
+        max_side=max_side,
+    )
+
+    @st.composite
+    def make(draw: Any) -> tuple[torch.Tensor, ...]:
+        shapes = draw(shapes_st).input_shapes
+        return tuple(draw(tensors(dtype=dtype, shape=tuple(shape), device=device)) for shape in shapes)
+
+    return make()
 
 
 def inputs(
@@ -125,23 +157,33 @@ def inputs(
     dtype: torch.dtype = torch.float64,
     device: str | torch.device = "cpu",
     registry: Registry | None = None,
-) -> st.SearchStrategy[torch.Tensor]:
-    """Inputs for ``spec`` at ``params_value``: a plugin's strategy if one offers it (asked through
-    ``registry``), else tensors inside the domain and off the declared kinks."""
+) -> st.SearchStrategy[tuple[torch.Tensor, ...]]:
+    """Inputs for ``spec`` at ``params_value``, one tensor per signature input: a plugin's strategy
+    if one offers it (asked through ``registry``), else tensors that fit the signature (inside the
+    domain and off the declared kinks, for an elementwise op)."""
     custom = plugin_strategy(spec, dtype, registry)
     if custom is not None:
-        return custom.map(lambda t: t.to(device=device, dtype=dtype))
-    return tensors(
+        return custom.map(lambda drawn: _as_inputs(drawn, dtype, device))
+    if not spec.contract.sig.elementwise:
+        return signature_inputs(spec, dtype=dtype, device=device)
+    one = tensors(
         dtype=dtype,
         domain=spec.contract.domain,
         kinks=spec.contract.kinks_at(params_value),
         device=device,
     )
+    return one.map(lambda t: (t,))
+
+
+def _as_inputs(drawn: Any, dtype: torch.dtype, device: str | torch.device) -> tuple[torch.Tensor, ...]:
+    """A plugin strategy draws a tensor (one-input ops) or a tuple of them."""
+    items = drawn if isinstance(drawn, (tuple, list)) else (drawn,)
+    return tuple(t.to(device=device, dtype=dtype) for t in items)
 
 
 def plugin_strategy(
     spec: OpSpec, dtype: torch.dtype, registry: Registry | None
-) -> st.SearchStrategy[torch.Tensor] | None:
+) -> st.SearchStrategy[Any] | None:
     """The strategy a plugin's ``opzoo_input_strategy`` offers for ``spec``, or None."""
     if registry is None:
         return None
@@ -150,11 +192,11 @@ def plugin_strategy(
 
 def cases(
     spec: OpSpec, *, device: str = "cpu", registry: Registry | None = None
-) -> st.SearchStrategy[tuple[dict[str, float], torch.Tensor]]:
-    """(params, float64 input) pairs for ``spec``: params first, since kinks may depend on them."""
+) -> st.SearchStrategy[tuple[dict[str, float | int], tuple[torch.Tensor, ...]]]:
+    """(params, float64 inputs) pairs for ``spec``: params first, since kinks may depend on them."""
 
     @st.composite
-    def make(draw: Any) -> tuple[dict[str, float], torch.Tensor]:
+    def make(draw: Any) -> tuple[dict[str, float | int], tuple[torch.Tensor, ...]]:
         p = draw(params(spec))
         return p, draw(inputs(spec, p, device=device, registry=registry))
 

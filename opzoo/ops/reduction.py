@@ -1,0 +1,117 @@
+"""Ops over the last dimension: softmax, logsumexp and layer norm (no affine), each with a
+hand-written backward. Their signatures, ``(n)->(n)`` and ``(n)->()``, say so; leading dimensions
+are loop dimensions.
+
+Like myrelu, each has a composite backward (differentiable, for double backward and torch.compile)
+and a fast path through torch's fused backward kernel when nothing records the backward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from opzoo import Contract, Param
+from opzoo.ops._base import Op, composite
+
+
+class Softmax(Op):
+    """Softmax over the last dimension."""
+
+    opzoo_contract = Contract(
+        signature="(n)->(n)",
+        reference=lambda x: torch.softmax(x, -1),
+        double_backward=True,
+        formula="exp(x_i) / sum_j exp(x_j)",
+        derivative="dx = y (g - sum(g y))",
+    )
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, -1)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        ctx.save_for_backward(output)  # the output alone determines the Jacobian
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
+        if not ctx.needs_input_grad[0]:
+            return None
+        (y,) = ctx.saved_tensors
+        # d softmax(x)_i / dx_j = y_i (delta_ij - y_j), so J^T g = y (g - sum(g y))
+        if composite():
+            return y * (grad - (grad * y).sum(-1, keepdim=True))
+        return torch.ops.aten._softmax_backward_data(grad, y, -1, y.dtype)
+
+
+class LogSumExp(Op):
+    """log(sum(exp(x))) over the last dimension, computed stably."""
+
+    opzoo_contract = Contract(
+        signature="(n)->()",
+        reference=lambda x: torch.logsumexp(x, -1),
+        double_backward=True,
+        formula="log sum_j exp(x_j)",
+        derivative="dx = g softmax(x)",
+    )
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return torch.logsumexp(x, -1)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        ctx.save_for_backward(inputs[0], output)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
+        if not ctx.needs_input_grad[0]:
+            return None
+        x, y = ctx.saved_tensors
+        # d/dx_i log sum_j exp(x_j) = exp(x_i - lse) = softmax(x)_i
+        return grad[..., None] * torch.exp(x - y[..., None])
+
+
+class LayerNorm(Op):
+    """Layer normalisation over the last dimension, without the affine part."""
+
+    opzoo_contract = Contract(
+        signature="(n)->(n)",
+        params={"eps": Param(1e-5, 1e-6, 1.0, "added to the variance")},
+        reference=lambda x, eps: torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps),
+        double_backward=True,
+        formula="(x - mean(x)) / sqrt(var(x) + eps)",
+        derivative="dx = rstd (g - mean(g) - y mean(g y))",
+    )
+
+    @staticmethod
+    def forward(x: torch.Tensor, eps: float) -> torch.Tensor:
+        return torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        x, eps = inputs
+        ctx.eps = eps
+        ctx.save_for_backward(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None]:
+        if not ctx.needs_input_grad[0]:
+            return None, None
+        (x,) = ctx.saved_tensors
+        if x.shape[-1] == 0:
+            return torch.zeros_like(x), None
+        n = x.shape[-1]
+        if composite():
+            mean = x.mean(-1, keepdim=True)
+            rstd = torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + ctx.eps)
+            y = (x - mean) * rstd
+            # y = (x - mean) rstd: J^T g = rstd (g - mean(g) - y mean(g y))
+            return rstd * (grad - grad.mean(-1, keepdim=True) - y * (grad * y).mean(-1, keepdim=True)), None
+        _, mean, rstd = torch.native_layer_norm(x, [n], None, None, ctx.eps)
+        gx, _, _ = torch.ops.aten.native_layer_norm_backward(
+            grad, x, [n], mean, rstd, None, None, [True, False, False]
+        )
+        return gx, None

@@ -1,0 +1,245 @@
+"""What the properties work on: an op with its parameters fixed (:class:`Bound`), and the helpers
+every property shares: grad_outputs, vector-Jacobian products, layouts and comparisons.
+
+An op takes the tensors its signature declares and returns one tensor or a tuple of them; here every
+op is called as ``op(*inputs)`` and its outputs are always a tuple (:meth:`Bound.outputs`), so that a
+property is written once for unary, n-ary and multi-output ops alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+from opzoo._registry import OpSpec
+from opzoo._signature import ShapeError
+
+Tensors = tuple[torch.Tensor, ...]
+
+#: Tolerances against the float64 result, per dtype (values already rounded to the dtype).
+TOLERANCES = {
+    torch.float64: dict(rtol=1e-7, atol=1e-9),
+    torch.float32: dict(rtol=1e-4, atol=1e-5),
+    torch.float16: dict(rtol=1e-2, atol=1e-3),
+    torch.bfloat16: dict(rtol=3e-2, atol=1e-2),
+}
+EXACT = dict(rtol=1e-9, atol=1e-12)  # same arithmetic, other memory layout
+
+
+class PropertyFailed(AssertionError):
+    """A property does not hold; ``details`` holds what the report shows besides the message."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+class PropertySkipped(Exception):
+    """A property does not apply to this op after all (found while checking): a skip, with why."""
+
+
+@dataclass
+class Bound:
+    """An op with its parameters fixed; learnable tensors (module ops) are explicit inputs.
+
+    ``op(*inputs)`` applies it; ``op(*inputs, *extras)`` with other learnable tensors. ``fast``
+    selects gradcheck's fast mode (a random projection of the Jacobian instead of all of it); the
+    thorough profile and the runner's small fixed inputs turn it off.
+    """
+
+    spec: OpSpec
+    params: dict[str, Any]
+    fn: Callable[..., Any]
+    extras: Tensors = ()
+    module: torch.nn.Module | None = None  # a learnable op's instance, in the bound dtype
+    fast: bool = True
+
+    @property
+    def arity(self) -> int:
+        """How many tensors the op takes (its signature's inputs)."""
+        return len(self.spec.contract.sig.inputs)
+
+    def __call__(self, *args: torch.Tensor) -> Any:
+        xs, extras = args[: self.arity], args[self.arity :]
+        return self.fn(*xs, *(extras or self.extras))
+
+    def outputs(self, *xs: torch.Tensor) -> Tensors:
+        """The op's outputs as a tuple, checked against its signature: count and shapes."""
+        out = self(*xs)
+        outs = out if isinstance(out, tuple) else (out,)
+        sig = self.spec.contract.sig
+        if len(outs) != len(sig.outputs) or not all(isinstance(o, torch.Tensor) for o in outs):
+            got = f"{len(outs)} output(s)" if isinstance(out, tuple) else type(out).__name__
+            raise PropertyFailed(
+                f"the op returned {got}, but its signature {sig} declares {len(sig.outputs)}"
+            )
+        try:
+            want = sig.output_shapes([x.shape for x in xs])
+        except ShapeError:
+            return outs  # inputs outside the signature: the caller drew them on purpose
+        for j, (o, shape) in enumerate(zip(outs, want)):
+            if tuple(o.shape) != shape:
+                shapes = ", ".join(str(tuple(x.shape)) for x in xs)
+                raise PropertyFailed(
+                    f"output {j} has shape {tuple(o.shape)}, but the signature {sig} gives {shape} "
+                    f"for inputs of shape {shapes}"
+                )
+        return outs
+
+    def inputs(self, *xs: torch.Tensor) -> Tensors:
+        """Leaves for gradcheck: the inputs and every learnable tensor, all requiring grad."""
+        return tuple(t.detach().clone().requires_grad_() for t in (*xs, *self.extras))
+
+
+def bind(
+    spec: OpSpec,
+    params: dict[str, Any],
+    *,
+    dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "cpu",
+    fast: bool = True,
+) -> Bound:
+    """Return ``spec`` with ``params`` fixed, in ``dtype`` on ``device``."""
+    bound = spec.contract.bind(params)
+    # Build in float64, so that a parameter initialised from a Python float keeps its exact value.
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        fn = spec.bound(**bound)
+    finally:
+        torch.set_default_dtype(previous)
+    if not isinstance(fn, torch.nn.Module):
+        return Bound(spec, bound, fn, fast=fast)
+    module = fn.to(device=device, dtype=dtype)
+    names = tuple(n for n, _ in module.named_parameters())
+    tensors = tuple(p.detach() for _, p in module.named_parameters())
+    arity = len(spec.contract.sig.inputs)
+
+    def call(*args: torch.Tensor) -> Any:
+        return torch.func.functional_call(module, dict(zip(names, args[arity:])), args[:arity])
+
+    return Bound(spec, bound, call, tensors, module, fast)
+
+
+def ramp(like: torch.Tensor, k: int = 0) -> torch.Tensor:
+    """A deterministic grad_output with distinct, non-zero entries; ``k`` shifts it, so that each
+    output of a multi-output op gets its own."""
+    n = like.numel()
+    lo, hi = -1.5 + 0.37 * k, 2.0 - 0.29 * k
+    values = torch.linspace(lo, hi, max(n, 1), dtype=like.dtype, device=like.device)[:n] + 0.01
+    if k:
+        values = values.flip(0)  # not a multiple of another output's
+    return values.reshape(like.shape)
+
+
+def grad_outputs(outs: Sequence[torch.Tensor]) -> Tensors:
+    """One distinct grad_output per output."""
+    return tuple(ramp(o.detach(), k) for k, o in enumerate(outs))
+
+
+def noncontiguous(t: torch.Tensor) -> torch.Tensor:
+    """The same values in a non-contiguous layout: a transpose for 2+ dims, else a strided slice."""
+    if t.dim() >= 2 and t.shape[-1] > 1 and t.shape[-2] > 1:
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    base = torch.zeros((*t.shape, 2), dtype=t.dtype, device=t.device)
+    base[..., 0] = t
+    return base[..., 0]
+
+
+def vjp(
+    op: Bound, xs: Sequence[torch.Tensor], gs: Sequence[torch.Tensor] | None = None
+) -> tuple[Tensors, Tensors]:
+    """The outputs and the gradient of ``sum(out_j * g_j)`` with respect to each input (zeros
+    where the op gives None). ``gs`` default: :func:`grad_outputs`."""
+    leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
+    outs = op.outputs(*leaves)
+    gs = grad_outputs(outs) if gs is None else tuple(gs)
+    grads = torch.autograd.grad(outs, leaves, gs, allow_unused=True)
+    return (
+        tuple(o.detach() for o in outs),
+        tuple(torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)),
+    )
+
+
+def where(i: int, n: int, what: str) -> str:
+    """``" (input 1)"`` for an op with several inputs (or outputs); nothing for one."""
+    return f" ({what} {i})" if n > 1 else ""
+
+
+def close(
+    got: torch.Tensor,
+    want: torch.Tensor,
+    tol: dict[str, float],
+    what: str,
+    x: torch.Tensor | None = None,
+) -> None:
+    """Raise PropertyFailed naming the first element (by its index) where ``got`` and ``want`` differ."""
+    if got.shape != want.shape:
+        raise PropertyFailed(f"{what}: shape {tuple(got.shape)} vs {tuple(want.shape)}")
+    bad = ~torch.isclose(got.double(), want.double(), equal_nan=True, **tol)
+    if bad.any():
+        flat = int(bad.reshape(-1).nonzero()[0])
+        index = _index(flat, got.shape)
+        at_x = ""
+        if x is not None and x.shape == got.shape:
+            at_x = f" (x = {x.reshape(-1)[flat].item():.9g})"
+        raise PropertyFailed(
+            f"{what}: {int(bad.sum())} of {bad.numel()} elements differ; first at index {list(index)}: "
+            f"got {got.reshape(-1)[flat].item():.9g}, expected {want.reshape(-1)[flat].item():.9g}{at_x}",
+        )
+
+
+def _index(flat: int, shape: torch.Size | tuple[int, ...]) -> tuple[int, ...]:
+    if not len(shape):
+        return ()
+    return tuple(int(v) for v in torch.unravel_index(torch.tensor(flat), tuple(shape)))
+
+
+def worst_gradient_mismatch(
+    op: Bound, xs: Sequence[torch.Tensor], eps: float = 1e-6
+) -> dict[str, Any] | None:
+    """Compare the analytic gradient of ``sum(out_j * g_j)`` with central differences, element by
+    element, for every input and output; return where they differ most."""
+    if sum(x.numel() for x in xs) > 4096 or all(x.numel() == 0 for x in xs):
+        return None
+    xs = tuple(x.detach().clone() for x in xs)
+    outs = op.outputs(*xs)
+    gs = grad_outputs(outs)
+    worst: dict[str, Any] | None = None
+    for j in range(len(outs)):
+        only_j = [g if k == j else torch.zeros_like(g) for k, g in enumerate(gs)]
+        _, analytic = vjp(op, xs, only_j)
+        for i, x in enumerate(xs):
+            if x.numel() == 0:
+                continue
+            numeric = torch.empty_like(x).reshape(-1)
+            flat = x.reshape(-1)
+            with torch.no_grad():
+                for e in range(flat.numel()):
+                    orig = flat[e].item()
+                    flat[e] = orig + eps
+                    up = (op.outputs(*xs)[j] * gs[j]).sum().item()
+                    flat[e] = orig - eps
+                    down = (op.outputs(*xs)[j] * gs[j]).sum().item()
+                    flat[e] = orig
+                    numeric[e] = (up - down) / (2 * eps)
+            diff = (numeric - analytic[i].reshape(-1)).abs()
+            e = int(diff.argmax())
+            if worst is None or diff[e].item() > worst["_diff"]:
+                worst = {
+                    "_diff": diff[e].item(),
+                    "input": i,
+                    "output": j,
+                    "index": _index(e, x.shape),
+                    "x": flat[e].item(),
+                    "numerical": numeric[e].item(),
+                    "analytic": analytic[i].reshape(-1)[e].item(),
+                }
+    if worst is None:
+        return None
+    worst.pop("_diff")
+    if len(xs) == 1 and len(outs) == 1:
+        del worst["input"], worst["output"]
+    return worst

@@ -1,0 +1,1 @@
+"""General opzoo ops for opzoo's own tests: right ones, and wrong twins."""
