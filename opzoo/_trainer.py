@@ -7,10 +7,13 @@ steps of ``w -= lr * w.grad`` outside autograd, then the gradients zeroed.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -130,14 +133,22 @@ class TrainResult:
 
 
 def check_writable(what: str, path: str) -> None:
-    """Fail before training, not after it, when ``path`` cannot be written."""
-    import os
+    """Fail before training, not after it, when ``path`` cannot be written.
 
+    A file is created and removed beside ``path``: a read-only, full or pseudo file system
+    (``/proc``) is found before the first step.
+    """
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise ConfigError(f"cannot write {what} {path!r}: folder {folder!r} does not exist")
     if os.path.isdir(path):
         raise ConfigError(f"cannot write {what} {path!r}: it is a folder")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise ConfigError(f"cannot write {what} {path!r}: the file is read-only")
+    try:
+        _checkpoint.probe(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {what} {path!r}: {exc.strerror or exc}") from None
 
 
 def resolve_device(name: str | None) -> torch.device:
@@ -247,10 +258,46 @@ def run(
     *,
     data: Mapping[str, torch.Tensor] | None = None,
     on_log: Callable[[int, float], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
     progress: bool = False,
 ) -> TrainResult:
-    """Train with ``config``; ``data`` (x, y, w1, w2) is drawn when not given."""
+    """Train with ``config``; ``data`` (x, y, w1, w2) is drawn when not given.
+
+    ``on_warning`` hears of problems the run survives (a checkpoint write that failed and will be
+    tried again); by default they are Python warnings.
+    """
     config.validate()
+    config = _resolved(config)
+    warn = on_warning or (lambda message: warnings.warn(message, RuntimeWarning, stacklevel=3))
+    with _writer_lock(config):
+        return _run(config, data, on_log, warn, progress)
+
+
+def _resolved(config: TrainConfig) -> TrainConfig:
+    # Paths mean what they meant when given: a later chdir (or a resume elsewhere) changes nothing.
+    return replace(
+        config,
+        checkpoint=config.checkpoint and os.path.abspath(config.checkpoint),
+        resume=config.resume and os.path.abspath(config.resume),
+    )
+
+
+@contextlib.contextmanager
+def _writer_lock(config: TrainConfig) -> Iterator[None]:
+    if config.checkpoint is None:
+        yield
+        return
+    with _checkpoint.lock(config.checkpoint):
+        yield
+
+
+def _run(
+    config: TrainConfig,
+    data: Mapping[str, torch.Tensor] | None,
+    on_log: Callable[[int, float], None] | None,
+    warn: Callable[[str], None],
+    progress: bool,
+) -> TrainResult:
     act = activation_module(config.activation, config.act_args)
     state = _checkpoint.load(config.resume) if config.resume else None
     if state is not None:
@@ -306,13 +353,13 @@ def run(
                 bar.set_postfix(loss=f"{value:.4g}", refresh=False)
             every = config.checkpoint_every
             if config.checkpoint and every and (t + 1) % every == 0 and t + 1 < config.steps:
-                _save(config, params, optimizer, data, losses)
+                _save_or_warn(config, params, optimizer, data, losses, warn)
     finally:
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - began
     if config.checkpoint:
-        _save(config, params, optimizer, data, losses)
+        _save_or_raise(config, params, optimizer, data, losses)
     weights = {k: p.detach().clone() for k, p in params.items()}
     label = config.activation + _args_label(act)
     return TrainResult(config, label, losses, config.steps - start, wall, weights)
@@ -460,6 +507,41 @@ def _save(
             "losses": list(losses),
         },
     )
+
+
+def _save_or_warn(
+    config: TrainConfig,
+    params: Mapping[str, torch.Tensor],
+    optimizer: Any,
+    data: Mapping[str, torch.Tensor],
+    losses: list[float],
+    warn: Callable[[str], None],
+) -> None:
+    """Save; a failed write (full disk) keeps the last good file and is tried at the next interval."""
+    try:
+        _save(config, params, optimizer, data, losses)
+    except OSError as exc:
+        warn(
+            f"cannot write checkpoint {config.checkpoint!r} at step {len(losses)}: "
+            f"{exc.strerror or exc}; the last good one is kept, trying again in "
+            f"{config.checkpoint_every} steps"
+        )
+
+
+def _save_or_raise(
+    config: TrainConfig,
+    params: Mapping[str, torch.Tensor],
+    optimizer: Any,
+    data: Mapping[str, torch.Tensor],
+    losses: list[float],
+) -> None:
+    try:
+        _save(config, params, optimizer, data, losses)
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot write the final checkpoint {config.checkpoint!r} at step {len(losses)}: "
+            f"{exc.strerror or exc}; the last good one there is kept"
+        ) from None
 
 
 def _plain(value: Any) -> Any:
