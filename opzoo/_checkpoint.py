@@ -1,8 +1,9 @@
-"""Checkpoint files: atomic writes, and one writer per path.
+"""Checkpoint files: atomic writes, one writer per path, and a validated schema on read.
 
 - A crash while writing never replaces a good file with a bad one (temp file, fsync, rename).
 - One run at a time writes a path: :func:`lock` holds an ``fcntl`` lock on ``PATH.lock`` for the
   run's lifetime; the OS releases it when the process dies, however it dies.
+- :func:`load` checks the schema and says what is wrong, and which opzoo wrote the file.
 """
 
 from __future__ import annotations
@@ -18,6 +19,25 @@ import torch
 from opzoo.exceptions import CheckpointError
 
 FORMAT = "opzoo-checkpoint/1"
+# Each key a checkpoint holds, and the type its value must have. "opzoo_version" came later: a file
+# without it was written by opzoo 0.1.0 or older, and is read all the same.
+SCHEMA: Mapping[str, type | tuple[type, ...]] = {
+    "config": dict,
+    "weights": dict,
+    "optimizer": (dict, type(None)),
+    "rng": torch.Tensor,
+    "data": dict,
+    "losses": list,
+}
+DATA_KEYS = ("x", "y", "w1", "w2")
+
+
+def _version() -> str:
+    from opzoo import __version__
+
+    return __version__
+
+
 def _temp_prefix(path: Path) -> str:
     # The pid in the name tells whose temp file it is; each writer removes only its own.
     return f".{path.name}.{os.getpid()}."
@@ -35,7 +55,7 @@ def save(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save({"format": FORMAT, **state}, f)
+            torch.save({"format": FORMAT, "opzoo_version": _version(), **state}, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -120,5 +140,42 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
         ) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{str(path)!r} is not an opzoo checkpoint")
+    problem = schema_problem(state)
+    if problem:
+        raise CheckpointError(f"checkpoint {str(path)!r} {problem} (written by {written_by(state)})")
     return state
 
+
+def written_by(state: Mapping[str, Any]) -> str:
+    """Which opzoo wrote ``state``, in words."""
+    version = state.get("opzoo_version")
+    return f"opzoo {version}" if isinstance(version, str) else "opzoo 0.1.0 or older"
+
+
+def schema_problem(state: Mapping[str, Any]) -> str | None:
+    """Say what is wrong with the shape of ``state``, or None when the schema holds."""
+    for key, kind in SCHEMA.items():
+        if key not in state:
+            return f"has no {key!r}"
+        if not isinstance(state[key], kind):
+            return f"has {key!r} of type {type(state[key]).__name__}, not {_names(kind)}"
+    rng = state["rng"]
+    if rng.dtype != torch.uint8 or rng.dim() != 1:
+        return f"has an 'rng' state of dtype {rng.dtype} and {rng.dim()} dimension(s), not a 1-d uint8 tensor"
+    for key in ("weights", "data"):
+        for name, value in state[key].items():
+            if not isinstance(value, torch.Tensor):
+                return f"has {key}[{name!r}] of type {type(value).__name__}, not a tensor"
+    missing = [k for k in DATA_KEYS if k not in state["data"]]
+    if missing:
+        return f"has no data {missing[0]!r}"
+    if not {"w1", "w2"} <= set(state["weights"]):
+        return f"has weights {sorted(state['weights'])}, not w1 and w2"
+    if not all(isinstance(v, float) for v in state["losses"]):
+        return "has 'losses' that are not all floats"
+    return None
+
+
+def _names(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join("None" if k is type(None) else k.__name__ for k in kinds)

@@ -299,9 +299,9 @@ def _run(
     progress: bool,
 ) -> TrainResult:
     act = activation_module(config.activation, config.act_args)
-    state = _checkpoint.load(config.resume) if config.resume else None
+    state = read_checkpoint(config.resume) if config.resume else None
     if state is not None:
-        _check_resumable(config, state)
+        _check_resumable(config, state, act)
         data = state["data"]
     elif data is None:
         data = make_data(config)
@@ -316,13 +316,7 @@ def _run(
     optimizer = _optimizer(config, params)
     rates = learning_rates(config, params)
     if state is not None:
-        with torch.no_grad():
-            for name, p in params.items():
-                p.copy_(state["weights"][name])
-        if optimizer is not None and state.get("optimizer") is not None:
-            optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"])
-        losses = list(state["losses"])
+        losses = _restore(config, state, params, optimizer)
     start = len(losses)
     if start > config.steps:
         raise ConfigError(f"the checkpoint is at step {start}, past --steps {config.steps}")
@@ -548,17 +542,85 @@ def _plain(value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else value
 
 
-def _check_resumable(config: TrainConfig, state: Mapping[str, Any]) -> None:
-    saved = state.get("config", {})
+def read_checkpoint(path: str) -> dict[str, Any]:
+    """Load a checkpoint and check that its config is one this opzoo can resume."""
+    state = _checkpoint.load(path)
+    config = state["config"]
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        from opzoo import __version__
+
+        raise CheckpointError(
+            f"checkpoint {path!r} has setting {unknown[0]!r}, which this opzoo ({__version__}) does "
+            f"not know; it was written by {_checkpoint.written_by(state)}"
+        )
+    missing = [name for name in MODEL_FIELDS if name not in config]
+    if missing:
+        raise CheckpointError(
+            f"checkpoint {path!r} has no setting {missing[0]!r} "
+            f"(written by {_checkpoint.written_by(state)})"
+        )
+    return state
+
+
+def _check_resumable(config: TrainConfig, state: Mapping[str, Any], act: torch.nn.Module) -> None:
+    saved = state["config"]
     for name in MODEL_FIELDS:
         mine = _plain(getattr(config, name))
-        if name in saved and saved[name] != mine:
+        if saved[name] != mine:
             raise CheckpointError(
                 f"checkpoint {config.resume!r} was trained with {name}={saved[name]!r}, "
                 f"not {mine!r}; resume with the same settings"
             )
+    # The seed only drew the initial data, which the checkpoint holds: another one would be ignored.
+    if config.seed is not None and saved.get("seed") != config.seed:
+        raise CheckpointError(
+            f"checkpoint {config.resume!r} was trained with seed={saved.get('seed')!r}, not "
+            f"{config.seed!r}; a resumed run continues the saved data and weights, so leave out the seed"
+        )
+    for where, name, shape in _expected_shapes(config, act):
+        got = tuple(state[where][name].shape) if name in state[where] else None
+        if got != shape:
+            raise CheckpointError(
+                f"checkpoint {config.resume!r} has {where} {name!r} of shape {got}, but its settings "
+                f"need {shape} (written by {_checkpoint.written_by(state)})"
+            )
+
+
+def _expected_shapes(config: TrainConfig, act: torch.nn.Module) -> list[tuple[str, str, tuple[int, ...]]]:
+    b, d_in, h, d_out = config.batch, config.d_in, config.hidden, config.d_out
+    weights = {"w1": (d_in, h), "w2": (h, d_out)}
+    weights.update({f"act.{k}": tuple(p.shape) for k, p in act.named_parameters()})
+    data = {"x": (b, d_in), "y": (b, d_out), "w1": (d_in, h), "w2": (h, d_out)}
+    return [("data", k, v) for k, v in data.items()] + [("weights", k, v) for k, v in weights.items()]
+
+
+def _restore(
+    config: TrainConfig, state: Mapping[str, Any], params: Mapping[str, torch.Tensor], optimizer: Any
+) -> list[float]:
+    """Put the checkpoint's weights, optimizer and RNG state in place; return its losses."""
+    with torch.no_grad():
+        for name, p in params.items():
+            p.copy_(state["weights"][name])
+    if optimizer is not None and state["optimizer"] is not None:
+        try:
+            optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+            raise CheckpointError(
+                f"checkpoint {config.resume!r} has an optimizer state that does not fit: {exc} "
+                f"(written by {_checkpoint.written_by(state)})"
+            ) from None
+    try:
+        torch.set_rng_state(state["rng"])
+    except RuntimeError as exc:
+        raise CheckpointError(
+            f"checkpoint {config.resume!r} has an rng state torch refuses: {exc} "
+            f"(written by {_checkpoint.written_by(state)})"
+        ) from None
+    return list(state["losses"])
 
 
 def saved_config(path: str) -> dict[str, Any]:
     """Return the config stored in a checkpoint (the CLI resumes with it)."""
-    return dict(_checkpoint.load(path).get("config", {}))
+    return dict(read_checkpoint(path)["config"])

@@ -1,4 +1,4 @@
-"""Checkpoints: where a resume writes, one writer per path, unwritable destinations."""
+"""Checkpoints: where a resume writes, one writer per path, unwritable destinations, the schema."""
 
 from __future__ import annotations
 
@@ -180,3 +180,88 @@ def test_a_failed_write_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
             _trainer.run(cfg)
     assert _steps(ck) == 10
     assert not list(tmp_path.glob(".ck.pt.*.tmp"))
+
+
+# --- item 4: the schema is validated, the writer named --------------------------------------------
+
+
+def _good_state(tmp_path) -> dict:
+    ck = tmp_path / "good.pt"
+    opzoo.train(**{**SMALL, "steps": 5}, checkpoint=str(ck))
+    return torch.load(ck, weights_only=True)
+
+
+def test_a_checkpoint_records_the_opzoo_that_wrote_it(tmp_path):
+    """Every checkpoint holds the writing opzoo's version."""
+    assert _good_state(tmp_path)["opzoo_version"] == opzoo.__version__
+
+
+def _broken(state: dict, how: str) -> dict:
+    state = dict(state)
+    if how == "only the format tag":
+        return {"format": state["format"], "opzoo_version": "9.9.9"}
+    if how == "no rng":
+        del state["rng"]
+    elif how == "a setting from a newer opzoo":
+        state["config"] = {**state["config"], "warp_drive": True}
+        state["opzoo_version"] = "9.9.9"
+    elif how == "w1 of the wrong shape":
+        state["weights"] = {**state["weights"], "w1": torch.zeros(20, 13)}
+    elif how == "x of the wrong shape":
+        state["data"] = {**state["data"], "x": torch.zeros(7, 20)}
+    elif how == "rng of the wrong dtype":
+        state["rng"] = torch.zeros(5)
+    elif how == "losses that are not floats":
+        state["losses"] = ["a"]
+    elif how == "a missing model setting":
+        state["config"] = {k: v for k, v in state["config"].items() if k != "hidden"}
+    return state
+
+
+@pytest.mark.parametrize(
+    "how, message",
+    [
+        ("only the format tag", "has no 'config' (written by opzoo 9.9.9)"),
+        ("no rng", f"has no 'rng' (written by opzoo {opzoo.__version__})"),
+        (
+            "a setting from a newer opzoo",
+            f"has setting 'warp_drive', which this opzoo ({opzoo.__version__}) does not know; "
+            "it was written by opzoo 9.9.9",
+        ),
+        ("w1 of the wrong shape", "has weights 'w1' of shape (20, 13), but its settings need (20, 12)"),
+        ("x of the wrong shape", "has data 'x' of shape (7, 20), but its settings need (8, 20)"),
+        ("rng of the wrong dtype", "'rng' state of dtype torch.float32"),
+        ("losses that are not floats", "'losses' that are not all floats"),
+        ("a missing model setting", "has no setting 'hidden'"),
+    ],
+)
+def test_a_malformed_checkpoint_says_what_is_wrong(tmp_path, how, message, capsys):
+    """A checkpoint that lacks a part, or has one of the wrong kind or shape, is one line, exit 2."""
+    ck = tmp_path / "bad.pt"
+    torch.save(_broken(_good_state(tmp_path), how), ck)
+    before = ck.read_bytes()
+    assert main(["train", "--resume", str(ck), "--quiet"]) == 2
+    err = _one_error_line(capsys.readouterr().err)
+    assert message in err and repr(str(ck)) in err
+    assert ck.read_bytes() == before
+
+
+def test_an_old_checkpoint_without_a_version_still_resumes(tmp_path):
+    """A file from before version tagging is read, and named as such in errors."""
+    state = _good_state(tmp_path)
+    del state["opzoo_version"]
+    ck = tmp_path / "old.pt"
+    torch.save(state, ck)
+    assert opzoo.train(**{**SMALL, "steps": 7}, resume=str(ck)).steps_run == 2
+    assert _checkpoint.written_by(state) == "opzoo 0.1.0 or older"
+
+
+def test_resume_with_another_seed_is_refused(tmp_path, capsys):
+    """--resume with a different --seed would silently ignore it: refused; the same seed is fine."""
+    ck = tmp_path / "ck.pt"
+    assert main(["train", *TINY, "--seed", "3", "--steps", "5", "--checkpoint", str(ck)]) == 0
+    assert main(["train", "--resume", str(ck), "--seed", "4", "--steps", "8", "--quiet"]) == 2
+    err = _one_error_line(capsys.readouterr().err)
+    assert "was trained with seed=3, not 4" in err
+    assert main(["train", "--resume", str(ck), "--seed", "3", "--steps", "8", "--quiet"]) == 0
+    assert _steps(ck) == 8
