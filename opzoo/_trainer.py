@@ -35,6 +35,8 @@ MODEL_FIELDS = (
     "dtype",
     "optimizer",
 )
+# torch.manual_seed takes these, negative ones remapped; anything else overflows inside torch.
+SEED_RANGE = (-(2**63), 2**64 - 1)
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,12 @@ class TrainConfig:
             isinstance(self.act_lr, (int, float)) and math.isfinite(self.act_lr) and self.act_lr > 0
         ):
             raise ConfigError(f"act-lr must be a positive finite number, got {self.act_lr!r}")
+        if self.seed is not None and (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]
+        ):
+            raise ConfigError(f"seed must be an integer from -2**63 to 2**64-1, got {self.seed!r}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPES)}")
         if self.optimizer not in OPTIMIZERS:
@@ -93,7 +101,9 @@ class TrainConfig:
             check_writable("checkpoint", self.checkpoint)
         if self.compile and self.optimizer != "manual":
             raise ConfigError("--compile compiles the seed's manual update; it does not take --optimizer")
-        resolve_device(self.device)
+        if self.compile:
+            check_compile_backend(self.compile_backend)
+        check_memory(self, resolve_device(self.device))
 
 
 @dataclass
@@ -149,6 +159,80 @@ def check_writable(what: str, path: str) -> None:
         _checkpoint.probe(path)
     except OSError as exc:
         raise ConfigError(f"cannot write {what} {path!r}: {exc.strerror or exc}") from None
+
+
+def check_compile_backend(name: str) -> None:
+    """Refuse a torch.compile backend that torch does not know, before anything is compiled."""
+    import torch._dynamo
+
+    if name not in torch._dynamo.list_backends(exclude_tags=()):
+        # Suggest the backends meant for use, not the debugging and testing ones.
+        usual = ", ".join(sorted(torch._dynamo.list_backends()))
+        raise ConfigError(f"unknown compile-backend {name!r}; choose from {usual}")
+
+
+def memory_needed(config: TrainConfig) -> int:
+    """Estimate the bytes a run of ``config`` holds at its peak (within a small factor)."""
+    b, d_in, h, d_out = config.batch, config.d_in, config.hidden, config.d_out
+    weights = d_in * h + h * d_out
+    # The drawn w1, w2, the trained copies and their gradients; Adam keeps two moments more.
+    weight_copies = 3 + (2 if config.optimizer == "adam" else 0)
+    # x and y; the hidden layer's pre-activation, output, what backward saves and its gradient;
+    # the prediction and its gradient.
+    elements = b * d_in + b * d_out + weight_copies * weights + 4 * b * h + 2 * b * d_out
+    return elements * DTYPES[config.dtype].itemsize
+
+
+def memory_available(device: torch.device) -> int | None:
+    """Bytes free for a new run on ``device``; None when the platform does not say."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    free = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if free is None:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    limit = _cgroup_room()
+    return free if limit is None else min(free, limit)
+
+
+def _cgroup_room() -> int | None:
+    # A container's memory limit is lower than what the host's /proc/meminfo reports.
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return None if limit == "max" else max(int(limit) - used, 0)
+
+
+def check_memory(config: TrainConfig, device: torch.device) -> None:
+    """Refuse sizes whose tensors cannot fit, with the figure, rather than fail to allocate."""
+    needed, free = memory_needed(config), memory_available(device)
+    if free is not None and needed > free:
+        raise ConfigError(
+            f"batch={config.batch}, d-in={config.d_in}, hidden={config.hidden}, d-out={config.d_out} "
+            f"need about {_bytes(needed)} of memory, but {device.type} has {_bytes(free)} available"
+        )
+
+
+def _bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{value:.3g} {unit}" if unit != "B" else f"{n} B"
+        value /= 1024
+    raise AssertionError("unreachable")
 
 
 def resolve_device(name: str | None) -> torch.device:

@@ -351,6 +351,12 @@ def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupte
         (["--checkpoint", "/nonexistent/ck.pt"], "folder '/nonexistent' does not exist"),
         (["--plot", "/nonexistent/loss.png"], "cannot write plot"),
         (["--metrics", "/nonexistent/m.csv"], "cannot write metrics"),
+        (["--seed", str(10**23)], "seed must be an integer from -2**63 to 2**64-1, got 1000000000"),
+        (["--seed", str(-(2**63) - 1)], "seed must be an integer from -2**63 to 2**64-1"),
+        (["--d-in", "1000000", "--hidden", "1000000"], "need about 10.9 TiB of memory, but "),
+        (["--batch", "10000000000000"], "need about 50.8 PiB of memory, but "),
+        (["--batch", "1e13"], "argument --batch: invalid int value: '1e13'"),
+        (["--compile", "--compile-backend", "nonsense"], "unknown compile-backend 'nonsense'; choose from"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):
@@ -359,6 +365,14 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys):
     err = capsys.readouterr().err
     assert err.startswith("opzoo: error: ") and err.count("\n") == 1, err
     assert message in err
+
+
+def test_memory_estimate_is_within_reach_of_the_real_footprint():
+    """The estimate counts every tensor the run holds: it is at least the bytes of x, y, w1, w2."""
+    cfg = _trainer.TrainConfig(batch=64, d_in=1000, hidden=100, d_out=10)
+    data = _trainer.make_data(cfg)
+    held = sum(t.numel() * t.element_size() for t in data.values())
+    assert 2 * held <= _trainer.memory_needed(cfg) <= 6 * held
 
 
 def test_non_finite_loss_stops_with_exit_1(capsys):
