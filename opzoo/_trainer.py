@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 from opzoo import _checkpoint
-from opzoo.exceptions import CheckpointError, ConfigError, DivergedError, ParamError
+from opzoo.exceptions import CheckpointError, ConfigError, ContractError, DivergedError, ParamError
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 OPTIMIZERS = ("manual", "sgd", "adam")
@@ -424,7 +424,7 @@ def _run(
             if t % config.log_every == config.log_every - 1 and on_log is not None:
                 on_log(t, value)
             if step is None:
-                loss.backward()
+                _backward(config, loss, w1, first=t == start)
                 _update(optimizer, params, rates)
             if bar is not None:
                 bar.update(1)
@@ -441,6 +441,24 @@ def _run(
     weights = {k: p.detach().clone() for k, p in params.items()}
     label = config.activation + _args_label(act)
     return TrainResult(config, label, losses, config.steps - start, wall, weights)
+
+
+def _backward(config: TrainConfig, loss: torch.Tensor, w1: torch.Tensor, *, first: bool) -> None:
+    """Run backward; a gradient of the wrong count or shape, or none for w1, names the activation."""
+    try:
+        loss.backward()
+    except RuntimeError as exc:
+        message = (str(exc).strip().splitlines() or [""])[0]
+        # autograd's own check of what a Function's backward returned, e.g. "Function
+        # MyOpBackward returned an invalid gradient at index 0 - got [12] but expected shape ..."
+        if "returned an incorrect number of gradients" in message or "returned an invalid gradient" in message:
+            raise ContractError(f"activation {config.activation!r} has a broken backward: {message}") from None
+        raise
+    if first and w1.grad is None:
+        raise ContractError(
+            f"activation {config.activation!r} returned None as the gradient of its input, so w1 "
+            "would never learn; its backward must return a tensor shaped like the input"
+        )
 
 
 def compare(

@@ -375,6 +375,71 @@ def test_memory_estimate_is_within_reach_of_the_real_footprint():
     assert 2 * held <= _trainer.memory_needed(cfg) <= 6 * held
 
 
+class _WrongShape(torch.autograd.Function):
+    """ReLU whose backward returns a slice of the gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad[:, :5]
+
+
+class _WrongCount(_WrongShape):
+    """ReLU whose backward returns two gradients for its one input."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad
+
+
+class _NoGradient(_WrongShape):
+    """ReLU whose backward returns None: w1 would never learn."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None
+
+
+@pytest.mark.parametrize(
+    "op, message",
+    [
+        (
+            _WrongShape,
+            "opzoo: error: activation 'broken' has a broken backward: Function _WrongShapeBackward "
+            "returned an invalid gradient at index 0 - got [8, 5] but expected shape compatible with [8, 12]",
+        ),
+        (
+            _WrongCount,
+            "opzoo: error: activation 'broken' has a broken backward: function _WrongCountBackward "
+            "returned an incorrect number of gradients (expected 1, got 2)",
+        ),
+        (
+            _NoGradient,
+            "opzoo: error: activation 'broken' returned None as the gradient of its input, so w1 would "
+            "never learn; its backward must return a tensor shaped like the input",
+        ),
+    ],
+)
+def test_a_broken_backward_is_one_line_naming_the_activation(op, message, monkeypatch, capsys):
+    """A backward of the wrong shape, count, or None stops `train` at the first step with one line."""
+    from opzoo._commands import train as train_command
+
+    load = train_command.registry_from
+
+    def with_broken_op(args):
+        registry = load(args)
+        registry.register(op, name="broken")
+        return registry
+
+    monkeypatch.setattr(train_command, "registry_from", with_broken_op)
+    argv = ["train", "-a", "broken", "--batch", "8", "--d-in", "20", "--hidden", "12", "--steps", "5"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == message + "\n"
+
+
 def test_non_finite_loss_stops_with_exit_1(capsys):
     """A diverging run stops at the first non-finite loss with a clear message."""
     assert main(["train", "--lr", "1", "--steps", "50", "--quiet"]) == 1
