@@ -61,6 +61,9 @@ class TrainConfig:
     optimizer: str = "manual"  # the seed's update; or "sgd", "adam" from torch.optim
     compile: bool = False  # the whole step (forward, backward, update) through torch.compile
     compile_backend: str = "inductor"
+    # MKL's reproducible mode, one intra-op thread, deterministic kernels: bit-identical results
+    # in every process on one machine, at some speed (docs/trainer.md).
+    deterministic: bool = False
     checkpoint: str | None = None
     checkpoint_every: int | None = None
     resume: str | None = None
@@ -353,7 +356,7 @@ def run(
     config.validate()
     config = _resolved(config)
     warn = on_warning or (lambda message: warnings.warn(message, RuntimeWarning, stacklevel=3))
-    with _writer_lock(config):
+    with _writer_lock(config), _determinism(config):
         return _run(config, data, on_log, warn, progress)
 
 
@@ -373,6 +376,35 @@ def _writer_lock(config: TrainConfig) -> Iterator[None]:
         return
     with _checkpoint.lock(config.checkpoint):
         yield
+
+
+@contextlib.contextmanager
+def _determinism(config: TrainConfig) -> Iterator[None]:
+    """With ``deterministic``: MKL's reproducible mode, one intra-op thread, deterministic kernels.
+
+    Without it, a float32 matmul's rounding depends on the code path MKL picks at run time (unset
+    ``MKL_CBWR`` and ``MKL_CBWR=AVX2`` part in the fifth digit after 1500 Adam steps) and, on large
+    sizes, on how many threads split a reduction. MKL reads ``MKL_CBWR`` at its first call, so this
+    takes full effect in a fresh process (as ``opzoo train`` is); the threads and kernels are
+    restored afterwards.
+    """
+    if not config.deterministic:
+        yield
+        return
+    # Conditional numerical reproducibility on this CPU's own code path; STRICT drops its need for
+    # 64-byte aligned arrays. Overridden, not defaulted: any other setting is another code path.
+    os.environ["MKL_CBWR"] = "AUTO,STRICT"
+    if resolve_device(config.device).type == "cuda":
+        # cuBLAS is deterministic only with a fixed workspace, read when its first handle is made.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    threads, algorithms = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(algorithms)
 
 
 def _run(

@@ -67,6 +67,13 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
         help="run forward, backward and update as one torch.compile graph (seed 003)",
     )
     g.add_argument("--compile-backend", default=S, help="torch.compile backend (default inductor)")
+    g.add_argument(
+        "--deterministic",
+        action=argparse.BooleanOptionalAction,
+        default=S,
+        help="one intra-op thread and deterministic kernels: bit-identical results in every process, "
+        "at some speed on large sizes (see docs/trainer.md)",
+    )
     c = p.add_argument_group("checkpoints")
     c.add_argument(
         "--checkpoint",
