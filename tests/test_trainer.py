@@ -302,23 +302,46 @@ def _steps_saved(path) -> int:
     return len(torch.load(path, weights_only=True)["losses"])
 
 
+PIPE_BYTES = 4096  # the smallest pipe Linux makes: a run blocks once it is this far ahead of us
+
+
 def _run_until_step(cmd: list[str], step: int) -> tuple[subprocess.Popen, int]:
     """Start `opzoo CMD` logging every step; return once it has printed step ``step`` or later.
 
-    A printed step t means steps up to t-1 are done and checkpointed: training is under way.
+    A printed step t means steps up to t-1 are done and checkpointed: training is under way. The
+    run writes to a one-page pipe, so it cannot get more than a page of lines ahead of the test.
     """
+    import fcntl
+
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
     proc = subprocess.Popen(
         [sys.executable, "-m", "opzoo", *cmd, "--log-every", "1"],
-        stdout=subprocess.PIPE,
+        stdout=write_end,
         stderr=subprocess.DEVNULL,
-        text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    for line in proc.stdout:
+    os.close(write_end)
+    # Unbuffered, read a byte at a time: the test holds no lines the run has written beyond this one.
+    proc.stdout = os.fdopen(read_end, "rb", buffering=0)
+    for line in iter(proc.stdout.readline, b""):
         t = int(line.split()[0])
         if t >= step:
             return proc, t
     raise AssertionError(f"the run ended (exit {proc.wait()}) before step {step}")
+
+
+def _most_lines_in_a_pipe(losses: list[float]) -> int:
+    """How many consecutive log lines can sit unread in the pipe, at most."""
+    sizes = [len(f"{t} {loss}\n") for t, loss in enumerate(losses)]
+    most, total, first = 0, 0, 0
+    for last, size in enumerate(sizes):
+        total += size
+        while total > PIPE_BYTES:
+            total -= sizes[first]
+            first += 1
+        most = max(most, last - first + 1)
+    return most
 
 
 def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupted_run(tmp_path):
@@ -330,11 +353,15 @@ def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupte
     reference = tmp_path / "reference.pt"
     assert run_opzoo("train", *KILLED_RUN, "--quiet", "--checkpoint", str(reference)).returncode == 0
     ref = torch.load(reference, weights_only=True)
+    # When killed, a run is at most a pipe of lines, plus the step it computes, past the line the
+    # test read: three kills drawn below 500 all land before the end, none after a run finished.
+    ahead = _most_lines_in_a_pipe(ref["losses"]) + 2
+    assert 500 + 3 * (ahead + 1) < 1500, ahead
 
     ck = tmp_path / "ck.pt"
     cmd = ["train", *KILLED_RUN, "--checkpoint", str(ck), "--checkpoint-every", "1"]
     saved = 0
-    for kill_at in sorted(random.Random(1234).sample(range(1, 1200), 3)):
+    for kill_at in sorted(random.Random(1234).sample(range(1, 500), 3)):
         proc, printed = _run_until_step(cmd, max(kill_at, saved + 1))
         proc.kill()
         proc.wait()
