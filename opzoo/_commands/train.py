@@ -71,8 +71,8 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
         "--deterministic",
         action=argparse.BooleanOptionalAction,
         default=S,
-        help="one intra-op thread and deterministic kernels: bit-identical results in every process, "
-        "at some speed on large sizes (see docs/trainer.md)",
+        help="MKL's reproducible mode, one intra-op thread and deterministic kernels: bit-identical "
+        "results in every process on this machine, slower on large sizes (see docs/trainer.md)",
     )
     c = p.add_argument_group("checkpoints")
     c.add_argument(
