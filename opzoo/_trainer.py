@@ -7,17 +7,20 @@ steps of ``w -= lr * w.grad`` outside autograd, then the gradients zeroed.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
 from opzoo import _checkpoint
 from opzoo._compiled import compiled_step
 from opzoo._network import build
-from opzoo.exceptions import CheckpointError, ConfigError, DivergedError, ParamError
+from opzoo.exceptions import CheckpointError, ConfigError, ContractError, DivergedError, ParamError
 from opzoo.nn import Activation, TorchActivation, params_of
 
 if TYPE_CHECKING:
@@ -40,6 +43,8 @@ MODEL_FIELDS = (
     "linear",
     "loss",
 )
+# torch.manual_seed takes these, negative ones remapped; anything else overflows inside torch.
+SEED_RANGE = (-(2**63), 2**64 - 1)
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,9 @@ class TrainConfig:
     compile_backend: str = "inductor"
     linear: str | None = None  # a registered (n,k),(k,m)->(n,m) op; None: the seed's x.mm(w)
     loss: str | None = None  # a registered (n,m),(n,m)->() op; None: the seed's sum of squares
+    # MKL's reproducible mode, one intra-op thread, deterministic kernels: bit-identical results
+    # in every process on one machine, at some speed (docs/trainer.md).
+    deterministic: bool = False
     checkpoint: str | None = None
     checkpoint_every: int | None = None
     resume: str | None = None
@@ -92,6 +100,12 @@ class TrainConfig:
             isinstance(self.act_lr, (int, float)) and math.isfinite(self.act_lr) and self.act_lr > 0
         ):
             raise ConfigError(f"act-lr must be a positive finite number, got {self.act_lr!r}")
+        if self.seed is not None and (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]
+        ):
+            raise ConfigError(f"seed must be an integer from -2**63 to 2**64-1, got {self.seed!r}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPES)}")
         if self.optimizer not in OPTIMIZERS:
@@ -100,7 +114,9 @@ class TrainConfig:
             check_writable("checkpoint", self.checkpoint)
         if self.compile and self.optimizer != "manual":
             raise ConfigError("--compile compiles the seed's manual update; it does not take --optimizer")
-        resolve_device(self.device)
+        if self.compile:
+            check_compile_backend(self.compile_backend)
+        check_memory(self, resolve_device(self.device))
 
 
 @dataclass
@@ -140,14 +156,96 @@ class TrainResult:
 
 
 def check_writable(what: str, path: str) -> None:
-    """Fail before training, not after it, when ``path`` cannot be written."""
-    import os
+    """Fail before training, not after it, when ``path`` cannot be written.
 
+    A file is created and removed beside ``path``: a read-only, full or pseudo file system
+    (``/proc``) is found before the first step.
+    """
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise ConfigError(f"cannot write {what} {path!r}: folder {folder!r} does not exist")
     if os.path.isdir(path):
         raise ConfigError(f"cannot write {what} {path!r}: it is a folder")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise ConfigError(f"cannot write {what} {path!r}: the file is read-only")
+    try:
+        _checkpoint.probe(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {what} {path!r}: {exc.strerror or exc}") from None
+
+
+def check_compile_backend(name: str) -> None:
+    """Refuse a torch.compile backend that torch does not know, before anything is compiled."""
+    import torch._dynamo
+
+    if name not in torch._dynamo.list_backends(exclude_tags=()):
+        # Suggest the backends meant for use, not the debugging and testing ones.
+        usual = ", ".join(sorted(torch._dynamo.list_backends()))
+        raise ConfigError(f"unknown compile-backend {name!r}; choose from {usual}")
+
+
+def memory_needed(config: TrainConfig) -> int:
+    """Estimate the bytes a run of ``config`` holds at its peak (within a small factor)."""
+    b, d_in, h, d_out = config.batch, config.d_in, config.hidden, config.d_out
+    weights = d_in * h + h * d_out
+    # The drawn w1, w2, the trained copies and their gradients; Adam keeps two moments more.
+    weight_copies = 3 + (2 if config.optimizer == "adam" else 0)
+    # x and y; the hidden layer's pre-activation, output, what backward saves and its gradient;
+    # the prediction and its gradient.
+    elements = b * d_in + b * d_out + weight_copies * weights + 4 * b * h + 2 * b * d_out
+    return elements * DTYPES[config.dtype].itemsize
+
+
+def memory_available(device: torch.device) -> int | None:
+    """Bytes free for a new run on ``device``; None when the platform does not say."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    free = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if free is None:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    limit = _cgroup_room()
+    return free if limit is None else min(free, limit)
+
+
+def _cgroup_room() -> int | None:
+    # A container's memory limit is lower than what the host's /proc/meminfo reports.
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return None if limit == "max" else max(int(limit) - used, 0)
+
+
+def check_memory(config: TrainConfig, device: torch.device) -> None:
+    """Refuse sizes whose tensors cannot fit, with the figure, rather than fail to allocate."""
+    needed, free = memory_needed(config), memory_available(device)
+    if free is not None and needed > free:
+        raise ConfigError(
+            f"batch={config.batch}, d-in={config.d_in}, hidden={config.hidden}, d-out={config.d_out} "
+            f"need about {_bytes(needed)} of memory, but {device.type} has {_bytes(free)} available"
+        )
+
+
+def _bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{value:.3g} {unit}" if unit != "B" else f"{n} B"
+        value /= 1024
+    raise AssertionError("unreachable")
 
 
 def resolve_device(name: str | None) -> torch.device:
@@ -199,15 +297,89 @@ def run(
     registry: Registry | None = None,
     data: Mapping[str, torch.Tensor] | None = None,
     on_log: Callable[[int, float], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
     progress: bool = False,
 ) -> TrainResult:
-    """Train with ``config``; ``data`` (x, y, w1, w2) is drawn when not given."""
+    """Train with ``config``; ``data`` (x, y, w1, w2) is drawn when not given.
+
+    ``on_warning`` hears of problems the run survives (a checkpoint write that failed and will be
+    tried again); by default they are Python warnings.
+    """
     config.validate()
+    config = _resolved(config)
+    warn = on_warning or (lambda message: warnings.warn(message, RuntimeWarning, stacklevel=3))
+    with _writer_lock(config), _determinism(config):
+        return _run(config, registry, data, on_log, warn, progress)
+
+
+def _resolved(config: TrainConfig) -> TrainConfig:
+    # Paths mean what they meant when given: a later chdir (or a resume elsewhere) changes nothing.
+    return replace(
+        config,
+        checkpoint=config.checkpoint and os.path.abspath(config.checkpoint),
+        resume=config.resume and os.path.abspath(config.resume),
+    )
+
+
+@contextlib.contextmanager
+def _writer_lock(config: TrainConfig) -> Iterator[None]:
+    if config.checkpoint is None:
+        yield
+        return
+    with _checkpoint.lock(config.checkpoint):
+        yield
+
+
+@contextlib.contextmanager
+def _determinism(config: TrainConfig) -> Iterator[None]:
+    """With ``deterministic``: MKL's reproducible mode, one intra-op thread, deterministic kernels.
+
+    Without it, a float32 matmul's rounding depends on the code path MKL picks at run time (unset
+    ``MKL_CBWR`` and ``MKL_CBWR=AVX2`` part in the fifth digit after 1500 Adam steps) and, on large
+    sizes, on how many threads split a reduction. MKL reads ``MKL_CBWR`` at its first call, so this
+    takes full effect in a fresh process (as ``opzoo train`` is); the threads and kernels are
+    restored afterwards.
+    """
+    if not config.deterministic:
+        yield
+        return
+    # Conditional numerical reproducibility on this CPU's own code path; STRICT drops its need for
+    # 64-byte aligned arrays. Overridden, not defaulted: any other setting is another code path.
+    # The variables are put back afterwards too: a child process started later (a test's next
+    # subprocess, say) must not silently inherit another MKL code path.
+    saved_env = {k: os.environ.get(k) for k in ("MKL_CBWR", "CUBLAS_WORKSPACE_CONFIG")}
+    os.environ["MKL_CBWR"] = "AUTO,STRICT"
+    if resolve_device(config.device).type == "cuda":
+        # cuBLAS is deterministic only with a fixed workspace, read when its first handle is made.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    threads, algorithms = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(algorithms)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _run(
+    config: TrainConfig,
+    registry: Registry | None,
+    data: Mapping[str, torch.Tensor] | None,
+    on_log: Callable[[int, float], None] | None,
+    warn: Callable[[str], None],
+    progress: bool,
+) -> TrainResult:
     net = build(config.activation, config.act_args, linear=config.linear, loss=config.loss, registry=registry)
     act = net.act
-    state = _checkpoint.load(config.resume) if config.resume else None
+    state = read_checkpoint(config.resume) if config.resume else None
     if state is not None:
-        _check_resumable(config, state)
+        _check_resumable(config, state, act)
         data = state["data"]
     elif data is None:
         data = make_data(config)
@@ -222,13 +394,7 @@ def run(
     optimizer = _optimizer(config, params)
     rates = learning_rates(config, params)
     if state is not None:
-        with torch.no_grad():
-            for name, p in params.items():
-                p.copy_(state["weights"][name])
-        if optimizer is not None and state.get("optimizer") is not None:
-            optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"])
-        losses = list(state["losses"])
+        losses = _restore(config, state, params, optimizer)
     start = len(losses)
     if start > config.steps:
         raise ConfigError(f"the checkpoint is at step {start}, past --steps {config.steps}")
@@ -255,23 +421,46 @@ def run(
             if t % config.log_every == config.log_every - 1 and on_log is not None:
                 on_log(t, value)
             if step is None:
-                loss.backward()
+                _backward(config, loss, w1, first=t == start)
                 _update(optimizer, params, rates)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{value:.4g}", refresh=False)
             every = config.checkpoint_every
             if config.checkpoint and every and (t + 1) % every == 0 and t + 1 < config.steps:
-                _save(config, params, optimizer, data, losses)
+                _save_or_warn(config, params, optimizer, data, losses, warn)
     finally:
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - began
     if config.checkpoint:
-        _save(config, params, optimizer, data, losses)
+        _save_or_raise(config, params, optimizer, data, losses)
     weights = {k: p.detach().clone() for k, p in params.items()}
     label = config.activation + _args_label(act)
     return TrainResult(config, label, losses, config.steps - start, wall, weights)
+
+
+def _backward(config: TrainConfig, loss: torch.Tensor, w1: torch.Tensor, *, first: bool) -> None:
+    """Run backward; a gradient of the wrong count or shape, or none for w1, names the activation."""
+    try:
+        loss.backward()
+    except RuntimeError as exc:
+        message = (str(exc).strip().splitlines() or [""])[0]
+        # autograd's own check of what a Function's backward returned, e.g. "Function
+        # MyOpBackward returned an invalid gradient at index 0 - got [12] but expected shape ..."
+        if (
+            "returned an incorrect number of gradients" in message
+            or "returned an invalid gradient" in message
+        ):
+            raise ContractError(
+                f"activation {config.activation!r} has a broken backward: {message}"
+            ) from None
+        raise
+    if first and w1.grad is None:
+        raise ContractError(
+            f"activation {config.activation!r} returned None as the gradient of its input, so w1 "
+            "would never learn; its backward must return a tensor shaped like the input"
+        )
 
 
 def compare(
@@ -378,21 +567,123 @@ def _save(
     )
 
 
+def _save_or_warn(
+    config: TrainConfig,
+    params: Mapping[str, torch.Tensor],
+    optimizer: Any,
+    data: Mapping[str, torch.Tensor],
+    losses: list[float],
+    warn: Callable[[str], None],
+) -> None:
+    """Save; a failed write (full disk) keeps the last good file and is tried at the next interval."""
+    try:
+        _save(config, params, optimizer, data, losses)
+    except OSError as exc:
+        warn(
+            f"cannot write checkpoint {config.checkpoint!r} at step {len(losses)}: "
+            f"{exc.strerror or exc}; the last good one is kept, trying again in "
+            f"{config.checkpoint_every} steps"
+        )
+
+
+def _save_or_raise(
+    config: TrainConfig,
+    params: Mapping[str, torch.Tensor],
+    optimizer: Any,
+    data: Mapping[str, torch.Tensor],
+    losses: list[float],
+) -> None:
+    try:
+        _save(config, params, optimizer, data, losses)
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot write the final checkpoint {config.checkpoint!r} at step {len(losses)}: "
+            f"{exc.strerror or exc}; the last good one there is kept"
+        ) from None
+
+
 def _plain(value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else value
 
 
-def _check_resumable(config: TrainConfig, state: Mapping[str, Any]) -> None:
-    saved = state.get("config", {})
+def read_checkpoint(path: str) -> dict[str, Any]:
+    """Load a checkpoint and check that its config is one this opzoo can resume."""
+    state = _checkpoint.load(path)
+    config = state["config"]
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        from opzoo import __version__
+
+        raise CheckpointError(
+            f"checkpoint {path!r} has setting {unknown[0]!r}, which this opzoo ({__version__}) does "
+            f"not know; it was written by {_checkpoint.written_by(state)}"
+        )
+    missing = [name for name in MODEL_FIELDS if name not in config]
+    if missing:
+        raise CheckpointError(
+            f"checkpoint {path!r} has no setting {missing[0]!r} (written by {_checkpoint.written_by(state)})"
+        )
+    return state
+
+
+def _check_resumable(config: TrainConfig, state: Mapping[str, Any], act: torch.nn.Module) -> None:
+    saved = state["config"]
     for name in MODEL_FIELDS:
         mine = _plain(getattr(config, name))
-        if name in saved and saved[name] != mine:
+        if saved[name] != mine:
             raise CheckpointError(
                 f"checkpoint {config.resume!r} was trained with {name}={saved[name]!r}, "
                 f"not {mine!r}; resume with the same settings"
             )
+    # The seed only drew the initial data, which the checkpoint holds: another one would be ignored.
+    if config.seed is not None and saved.get("seed") != config.seed:
+        raise CheckpointError(
+            f"checkpoint {config.resume!r} was trained with seed={saved.get('seed')!r}, not "
+            f"{config.seed!r}; a resumed run continues the saved data and weights, so leave out the seed"
+        )
+    for where, name, shape in _expected_shapes(config, act):
+        got = tuple(state[where][name].shape) if name in state[where] else None
+        if got != shape:
+            raise CheckpointError(
+                f"checkpoint {config.resume!r} has {where} {name!r} of shape {got}, but its settings "
+                f"need {shape} (written by {_checkpoint.written_by(state)})"
+            )
+
+
+def _expected_shapes(config: TrainConfig, act: torch.nn.Module) -> list[tuple[str, str, tuple[int, ...]]]:
+    b, d_in, h, d_out = config.batch, config.d_in, config.hidden, config.d_out
+    weights = {"w1": (d_in, h), "w2": (h, d_out)}
+    weights.update({f"act.{k}": tuple(p.shape) for k, p in act.named_parameters()})
+    data = {"x": (b, d_in), "y": (b, d_out), "w1": (d_in, h), "w2": (h, d_out)}
+    return [("data", k, v) for k, v in data.items()] + [("weights", k, v) for k, v in weights.items()]
+
+
+def _restore(
+    config: TrainConfig, state: Mapping[str, Any], params: Mapping[str, torch.Tensor], optimizer: Any
+) -> list[float]:
+    """Put the checkpoint's weights, optimizer and RNG state in place; return its losses."""
+    with torch.no_grad():
+        for name, p in params.items():
+            p.copy_(state["weights"][name])
+    if optimizer is not None and state["optimizer"] is not None:
+        try:
+            optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+            raise CheckpointError(
+                f"checkpoint {config.resume!r} has an optimizer state that does not fit: {exc} "
+                f"(written by {_checkpoint.written_by(state)})"
+            ) from None
+    try:
+        torch.set_rng_state(state["rng"])
+    except RuntimeError as exc:
+        raise CheckpointError(
+            f"checkpoint {config.resume!r} has an rng state torch refuses: {exc} "
+            f"(written by {_checkpoint.written_by(state)})"
+        ) from None
+    return list(state["losses"])
 
 
 def saved_config(path: str) -> dict[str, Any]:
     """Return the config stored in a checkpoint (the CLI resumes with it)."""
-    return dict(_checkpoint.load(path).get("config", {}))
+    return dict(read_checkpoint(path)["config"])

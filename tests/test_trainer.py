@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import random
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -295,54 +294,133 @@ def test_truncated_real_checkpoint_and_foreign_pickle(tmp_path):
         opzoo.train(**SMALL, resume=str(tmp_path / "foreign.pt"))
 
 
+# Adam amplifies a one-ulp difference in the first steps to the fifth digit by step 1500: the runs
+# that are compared across processes are --deterministic, which makes them bit-identical (below).
+KILLED_RUN = [
+    "--seed",
+    "5",
+    "--steps",
+    "1500",
+    "--d-in",
+    "200",
+    "--hidden",
+    "50",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "1e-3",
+    "--deterministic",
+]
+
+
+def _steps_saved(path) -> int:
+    return len(torch.load(path, weights_only=True)["losses"])
+
+
+PIPE_BYTES = 4096  # the smallest pipe Linux makes: a run blocks once it is this far ahead of us
+
+
+def _run_until_step(cmd: list[str], step: int) -> tuple[subprocess.Popen, int]:
+    """Start `opzoo CMD` logging every step; return once it has printed step ``step`` or later.
+
+    A printed step t means steps up to t-1 are done and checkpointed: training is under way. The
+    run writes to a one-page pipe, so it cannot get more than a page of lines ahead of the test.
+    """
+    import fcntl
+
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "opzoo", *cmd, "--log-every", "1"],
+        stdout=write_end,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    os.close(write_end)
+    # Unbuffered, read a byte at a time: the test holds no lines the run has written beyond this one.
+    proc.stdout = os.fdopen(read_end, "rb", buffering=0)
+    for line in iter(proc.stdout.readline, b""):
+        t = int(line.split()[0])
+        if t >= step:
+            return proc, t
+    raise AssertionError(f"the run ended (exit {proc.wait()}) before step {step}")
+
+
+def _most_lines_in_a_pipe(losses: list[float]) -> int:
+    """How many consecutive log lines can sit unread in the pipe, at most."""
+    sizes = [len(f"{t} {loss}\n") for t, loss in enumerate(losses)]
+    most, total, first = 0, 0, 0
+    for last, size in enumerate(sizes):
+        total += size
+        while total > PIPE_BYTES:
+            total -= sizes[first]
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
 def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupted_run(tmp_path):
-    """SIGKILL at arbitrary moments (also mid-write), then --resume: same final weights and loss."""
-    args = [
-        "train",
-        "--seed",
-        "5",
-        "--steps",
-        "1500",
-        "--d-in",
-        "200",
-        "--hidden",
-        "50",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "1e-3",
-        "--quiet",
-    ]
+    """SIGKILL mid-training (also mid-write), three times, then --resume: the same weights and losses.
+
+    Each kill comes after the run has printed a step past the previous kill's checkpoint, so every
+    run resumes mid-training, and it lands anywhere in a step, the checkpoint write included.
+    """
     reference = tmp_path / "reference.pt"
-    assert run_opzoo(*args, "--checkpoint", str(reference)).returncode == 0
+    assert run_opzoo("train", *KILLED_RUN, "--quiet", "--checkpoint", str(reference)).returncode == 0
+    ref = torch.load(reference, weights_only=True)
+    # When killed, a run is at most a pipe of lines, plus the step it computes, past the line the
+    # test read: three kills drawn below 500 all land before the end, none after a run finished.
+    ahead = _most_lines_in_a_pipe(ref["losses"]) + 2
+    assert 500 + 3 * (ahead + 1) < 1500, ahead
 
     ck = tmp_path / "ck.pt"
-    rng = random.Random(1234)
-    cmd = [*args, "--checkpoint", str(ck), "--checkpoint-every", "1"]
-    kills = 0
-    while True:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "opzoo", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        deadline = time.monotonic() + 120
-        while not ck.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(rng.uniform(0.0, 0.4))
-        if kills < 3 and proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            kills += 1
-            cmd = ["train", "--resume", str(ck), "--quiet"]
-            continue
-        assert proc.wait(timeout=300) == 0, proc.stderr.read()
-        break
-    assert kills == 3
-    done, ref = torch.load(ck, weights_only=True), torch.load(reference, weights_only=True)
-    assert len(done["losses"]) == 1500
-    assert done["losses"][-1] == ref["losses"][-1]
+    cmd = ["train", *KILLED_RUN, "--checkpoint", str(ck), "--checkpoint-every", "1"]
+    saved = 0
+    for kill_at in sorted(random.Random(1234).sample(range(1, 500), 3)):
+        proc, printed = _run_until_step(cmd, max(kill_at, saved + 1))
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        before, saved = saved, _steps_saved(ck)
+        assert before < printed <= saved < 1500  # it resumed where the last one stopped, and got on
+        state = torch.load(ck, weights_only=True)
+        assert state["losses"] == ref["losses"][:saved]  # no step lost or doubled
+        cmd = ["train", "--resume", str(ck)]
+    assert run_opzoo("train", "--resume", str(ck), "--quiet").returncode == 0
+
+    done = torch.load(ck, weights_only=True)
+    assert done["losses"] == ref["losses"] and len(done["losses"]) == 1500
     for name in ("w1", "w2"):
         assert torch.equal(done["weights"][name], ref["weights"][name])
+    for mine, theirs in zip(done["optimizer"]["state"].values(), ref["optimizer"]["state"].values()):
+        assert all(torch.equal(mine[k], theirs[k]) for k in ("exp_avg", "exp_avg_sq"))
     assert not list(tmp_path.glob(".ck.pt.*.tmp"))  # temp files of killed writers are swept
+
+
+def test_deterministic_runs_are_bit_identical_across_processes():
+    """--deterministic gives the same floats whatever the thread count or MKL code path asked for.
+
+    Without it, MKL_CBWR=AVX2 alone moves the final loss of this run in the fifth digit.
+    """
+    settings = [{}, {"OMP_NUM_THREADS": "1"}, {"MKL_CBWR": "AVX2"}, {"MKL_CBWR": "COMPATIBLE"}]
+    finals = set()
+    for env in settings:
+        out = run_opzoo("train", *KILLED_RUN, "--json", env=env)
+        assert out.returncode == 0, out.stderr
+        finals.add(json.loads(out.stdout)["final_loss"])
+    assert len(finals) == 1, finals
+
+
+def test_deterministic_mode_is_restored_after_the_run():
+    """--deterministic changes torch's thread count, kernel choice and MKL's environment only for
+    the run (a subprocess started later must not inherit another MKL code path)."""
+    import os
+
+    threads, env = torch.get_num_threads(), os.environ.get("MKL_CBWR")
+    a = opzoo.train(**SMALL, deterministic=True)
+    assert torch.get_num_threads() == threads and not torch.are_deterministic_algorithms_enabled()
+    assert os.environ.get("MKL_CBWR") == env
+    assert a.losses == opzoo.train(**SMALL, deterministic=True).losses
 
 
 @pytest.mark.parametrize(
@@ -367,6 +445,12 @@ def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupte
         (["--checkpoint", "/nonexistent/ck.pt"], "folder '/nonexistent' does not exist"),
         (["--plot", "/nonexistent/loss.png"], "cannot write plot"),
         (["--metrics", "/nonexistent/m.csv"], "cannot write metrics"),
+        (["--seed", str(10**23)], "seed must be an integer from -2**63 to 2**64-1, got 1000000000"),
+        (["--seed", str(-(2**63) - 1)], "seed must be an integer from -2**63 to 2**64-1"),
+        (["--d-in", "1000000", "--hidden", "1000000"], "need about 10.9 TiB of memory, but "),
+        (["--batch", "10000000000000"], "need about 50.8 PiB of memory, but "),
+        (["--batch", "1e13"], "argument --batch: invalid int value: '1e13'"),
+        (["--compile", "--compile-backend", "nonsense"], "unknown compile-backend 'nonsense'; choose from"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):
@@ -375,6 +459,79 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys):
     err = capsys.readouterr().err
     assert err.startswith("opzoo: error: ") and err.count("\n") == 1, err
     assert message in err
+
+
+def test_memory_estimate_is_within_reach_of_the_real_footprint():
+    """The estimate counts every tensor the run holds: it is at least the bytes of x, y, w1, w2."""
+    cfg = _trainer.TrainConfig(batch=64, d_in=1000, hidden=100, d_out=10)
+    data = _trainer.make_data(cfg)
+    held = sum(t.numel() * t.element_size() for t in data.values())
+    assert 2 * held <= _trainer.memory_needed(cfg) <= 6 * held
+
+
+class _WrongShape(torch.autograd.Function):
+    """ReLU whose backward returns a slice of the gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad[:, :5]
+
+
+class _WrongCount(_WrongShape):
+    """ReLU whose backward returns two gradients for its one input."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad
+
+
+class _NoGradient(_WrongShape):
+    """ReLU whose backward returns None: w1 would never learn."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None
+
+
+@pytest.mark.parametrize(
+    "op, message",
+    [
+        (
+            _WrongShape,
+            "opzoo: error: activation 'broken' has a broken backward: Function _WrongShapeBackward "
+            "returned an invalid gradient at index 0 - got [8, 5] but expected shape compatible with [8, 12]",
+        ),
+        (
+            _WrongCount,
+            "opzoo: error: activation 'broken' has a broken backward: function _WrongCountBackward "
+            "returned an incorrect number of gradients (expected 1, got 2)",
+        ),
+        (
+            _NoGradient,
+            "opzoo: error: activation 'broken' returned None as the gradient of its input, so w1 would "
+            "never learn; its backward must return a tensor shaped like the input",
+        ),
+    ],
+)
+def test_a_broken_backward_is_one_line_naming_the_activation(op, message, monkeypatch, capsys):
+    """A backward of the wrong shape, count, or None stops `train` at the first step with one line."""
+    from opzoo._commands import train as train_command
+
+    load = train_command.registry_from
+
+    def with_broken_op(args):
+        registry = load(args)
+        registry.register(op, name="broken")
+        return registry
+
+    monkeypatch.setattr(train_command, "registry_from", with_broken_op)
+    argv = ["train", "-a", "broken", "--batch", "8", "--d-in", "20", "--hidden", "12", "--steps", "5"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == message + "\n"
 
 
 def test_non_finite_loss_stops_with_exit_1(capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -78,13 +79,21 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
         help="run forward, backward and update as one torch.compile graph (seed 003)",
     )
     g.add_argument("--compile-backend", default=S, help="torch.compile backend (default inductor)")
+    g.add_argument(
+        "--deterministic",
+        action=argparse.BooleanOptionalAction,
+        default=S,
+        help="MKL's reproducible mode, one intra-op thread and deterministic kernels: bit-identical "
+        "results in every process on this machine, slower on large sizes (see docs/trainer.md)",
+    )
     c = p.add_argument_group("checkpoints")
     c.add_argument(
         "--checkpoint",
         metavar="PATH",
         default=S,
         help="write weights, optimizer, step and RNG here atomically, at the end and every "
-        "--checkpoint-every steps",
+        "--checkpoint-every steps; one run at a time per PATH (default with --resume: the file "
+        "resumed from)",
     )
     c.add_argument("--checkpoint-every", type=int, metavar="K", default=S)
     c.add_argument(
@@ -123,9 +132,16 @@ def run_train(args: argparse.Namespace) -> int:
         if path:
             _trainer.check_writable(what, path)
 
+    # Paths are resolved once, as given: a resumed run never reinterprets a stored relative path.
+    for name in ("checkpoint", "resume"):
+        if name in given:
+            given[name] = os.path.abspath(given[name])
     if "resume" in given:
         saved = _trainer.saved_config(given["resume"])
+        # Where the checkpoint was first written says nothing about where this run writes:
+        # it continues the file it resumed from, unless --checkpoint says otherwise.
         saved.pop("resume", None)
+        saved["checkpoint"] = given["resume"]
         if len(names) == 1 and "activation" not in args:
             names = [saved["activation"]]
         given = {**saved, **given}
@@ -139,7 +155,7 @@ def run_train(args: argparse.Namespace) -> int:
         results = _trainer.compare(config, names, registry=registry, on_log=log, progress=progress)
     else:
         log1 = (lambda t, loss: _write_line(f"{t} {loss}")) if show else None
-        results = [_trainer.run(config, registry=registry, on_log=log1, progress=progress)]
+        results = [_trainer.run(config, registry=registry, on_log=log1, on_warning=_warn, progress=progress)]
     many = len(results) > 1
 
     if args.metrics:
@@ -172,6 +188,11 @@ def run_train(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _warn(message: str) -> None:
+    sys.stdout.flush()
+    print(f"opzoo: warning: {message}", file=sys.stderr, flush=True)
 
 
 def _write_line(line: str) -> None:
