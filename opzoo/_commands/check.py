@@ -82,6 +82,9 @@ def run_check(args: argparse.Namespace) -> int:
             if len(ids) > 3
             else f"skipped: {reason}: {', '.join(ids)}"
         )
+    for r in results:
+        for note in r.notes:
+            print(f"note: {r.id}: {note}")
     for failure in broken:
         print(f"BROKEN {failure}")
     for r in failed:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+import hypothesis
 import torch
 from hypothesis import given, settings
 from hypothesis.errors import HypothesisException
@@ -14,10 +16,15 @@ from hypothesis.errors import HypothesisException
 from opzoo._records import one_line
 from opzoo._registry import OpSpec, Registry
 from opzoo.testing import _profiles
+from opzoo.testing._bound import LARGE
 from opzoo.testing.properties import PROPERTIES, PropertyFailed, PropertySkipped, bind
 from opzoo.testing.strategies import KINK_MARGIN, cases, domain_box, push_from_kinks
 
 DEVICES = ("cpu", "cuda")
+#: Inputs larger than this are described by how to rebuild them, not by their values.
+EDGE_VALUES = LARGE
+#: The large edge input has this many elements: fast paths that switch on size are exercised too.
+EDGE_SIZE = 100_000
 
 
 def result_id(op: str, prop: str, device: str) -> str:
@@ -48,6 +55,7 @@ class Result:
     worst: dict[str, Any] | None = None
     seconds: float = 0.0
     repro: str = ""
+    notes: list[str] = field(default_factory=list)  # what the check noticed, pass or fail
 
     @property
     def id(self) -> str:
@@ -68,7 +76,7 @@ class Result:
                     f"  example:   shape {t['shape']}, strides {t['strides']}, dtype {t['dtype']}, "
                     f"params {e['params']}"
                 )
-                lines.append(f"  values:    {_preview(t['values'])}")
+                lines.append(f"  values:    {_preview(t['values'])}")  # None: a large edge input
             else:
                 lines.append(f"  example:   params {e['params']}")
                 for i, t in enumerate(shown):
@@ -100,40 +108,47 @@ def _preview(values: Any, limit: int = 16) -> str:
     return f"[{shown}, ...] ({len(items)} values, flattened)"
 
 
-def _describe(params: dict[str, Any], xs: tuple[torch.Tensor, ...], fast: bool) -> dict[str, Any]:
+def _describe(last: dict[str, Any], name: str) -> dict[str, Any]:
+    """The failing example: params, each input (values, unless it is a large edge input, which the
+    repro rebuilds by its index in :func:`edge_inputs`)."""
+    edge = last.get("edge")
     return {
-        "params": dict(params),
-        "fast": fast,
+        "params": dict(last["params"]),
+        "fast": last["fast"],
+        "edge": edge,
         "inputs": [
             {
                 "shape": tuple(x.shape),
                 "strides": tuple(x.stride()),
                 "dtype": str(x.dtype).removeprefix("torch."),
-                "values": x.detach().cpu().tolist(),
+                "values": x.detach().cpu().tolist() if x.numel() <= EDGE_VALUES else None,
             }
-            for x in xs
+            for x in last["xs"]
         ],
     }
 
 
-def _repro(spec: OpSpec, prop: str, example: dict[str, Any] | None) -> str:
-    cmd = f"opzoo check {spec.name} --property {prop} --profile ci"
+def _repro(spec: OpSpec, prop: str, example: dict[str, Any] | None, profile: str, seed: int | None) -> str:
+    cmd = f"opzoo check {spec.name} --property {prop} --profile {profile}"
+    if seed is not None and profile != "ci":
+        cmd += f" --seed {seed}"
     if not example:
         return cmd
     args = ", ".join(f"{k}={v!r}" for k, v in example["params"].items())
+    full = "" if example["fast"] else ", fast=False"
+    head = f"{cmd}\nor in Python:\n  import torch, opzoo; from opzoo.testing import bind, PROPERTIES\n"
+    call = f"PROPERTIES[{prop!r}](bind(opzoo.info({spec.name!r}), dict({args}){full}), *xs)"
+    if any(t["values"] is None for t in example["inputs"]):
+        return (
+            head
+            + "  from opzoo.testing._runner import edge_inputs\n"
+            + f"  xs = edge_inputs(opzoo.info({spec.name!r}), 'cpu')[{example['edge']}]\n  {call}"
+        )
     made = [
         f"torch.tensor({t['values']!r}, dtype=torch.float64).reshape({t['shape']!r})"
         for t in example["inputs"]
     ]
-    xs = made[0] if len(made) == 1 else "[\n      " + ",\n      ".join(made) + ",\n  ]"
-    full = "" if example["fast"] else ", fast=False"
-    call = "x" if len(made) == 1 else "*xs"
-    return (
-        f"{cmd}\nor in Python:\n"
-        f"  import torch, opzoo; from opzoo.testing import bind, PROPERTIES\n"
-        f"  {call.lstrip('*')} = {xs}\n"
-        f"  PROPERTIES[{prop!r}](bind(opzoo.info({spec.name!r}), dict({args}){full}), {call})"
-    )
+    return head + "  xs = [\n      " + ",\n      ".join(made) + ",\n  ]\n  " + call
 
 
 def check_property(
@@ -144,10 +159,13 @@ def check_property(
     examples: int | None = None,
     device: str = "cpu",
     registry: Registry | None = None,
+    seed: int | None = None,
 ) -> Result:
     """Check one property of one op; never raises for a failing op.
 
     ``registry`` is asked for a plugin's input strategy (``opzoo_input_strategy``), if given.
+    ``seed`` fixes hypothesis's search for a profile that is not derandomized; without one a seed
+    is drawn, and a failure's ``reproduce:`` command names it, so that it fails again every time.
     """
     began = time.perf_counter()
     property_ = PROPERTIES[prop]
@@ -157,36 +175,49 @@ def check_property(
     if reason:
         return Result(spec.name, prop, device, "skip", reason)
     profile = profile or _profiles.default_profile()
+    conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
+    if not conf.derandomize and seed is None:
+        seed = random.SystemRandom().randrange(2**32)
     last: dict[str, Any] = {}
+    notes: dict[str, None] = {}
 
-    def attempt(params: dict[str, Any], xs: tuple[torch.Tensor, ...], fast: bool) -> None:
+    def attempt(
+        params: dict[str, Any], xs: tuple[torch.Tensor, ...], fast: bool, edge: int | None = None
+    ) -> None:
         last.clear()
+        op = bind(spec, params, device=device, fast=fast)
         try:
-            property_(bind(spec, params, device=device, fast=fast), *xs)
+            property_(op, *xs)
         except BaseException as exc:
-            last.update(params=params, xs=xs, fast=fast, exc=exc)
+            last.update(params=params, xs=xs, fast=fast, edge=edge, exc=exc)
             raise
+        finally:
+            notes.update(dict.fromkeys(op.notes))
 
     try:
         if property_.drawn:
-            conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
-            fast = profile != "thorough"
 
             @conf
             @given(case=cases(spec, device=device, registry=registry))
             def run(case: tuple[dict[str, Any], tuple[torch.Tensor, ...]]) -> None:
-                attempt(*case, fast)
+                attempt(*case, profile != "thorough")
 
+            if seed is not None and not conf.derandomize:
+                run = hypothesis.seed(seed)(run)
             run()
         for xs in fixed_inputs(spec, device)[: property_.fixed]:
             attempt(spec.contract.defaults(), xs, False)
+        if property_.edges:
+            for k, xs in enumerate(edge_inputs(spec, device)):
+                attempt(spec.contract.defaults(), xs, True, edge=k)
     except BaseException as exc:  # the op under test may raise anything
         if isinstance(exc, KeyboardInterrupt):
             raise
         cause = last.get("exc", exc)
+        took = time.perf_counter() - began
         if isinstance(cause, PropertySkipped):
-            return Result(spec.name, prop, device, "skip", str(cause), seconds=time.perf_counter() - began)
-        example = _describe(last["params"], last["xs"], last["fast"]) if "xs" in last else None
+            return Result(spec.name, prop, device, "skip", str(cause), seconds=took)
+        example = _describe(last, spec.name) if "xs" in last else None
         if isinstance(cause, PropertyFailed):
             reason = str(cause)
         elif isinstance(cause, HypothesisException):
@@ -202,10 +233,11 @@ def check_property(
             reason.strip() or f"{type(cause).__name__} (no message)",
             example,
             worst,
-            time.perf_counter() - began,
-            _repro(spec, prop, example),
+            took,
+            _repro(spec, prop, example, profile if not conf.derandomize else "ci", seed),
+            list(notes),
         )
-    return Result(spec.name, prop, device, "pass", seconds=time.perf_counter() - began)
+    return Result(spec.name, prop, device, "pass", seconds=time.perf_counter() - began, notes=list(notes))
 
 
 def check(
@@ -248,4 +280,37 @@ def fixed_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
         x = torch.linspace(lo, hi, n + 2, dtype=torch.float64)[1:-1]
         x = push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device)
         out.append((x,))
+    return out
+
+
+def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
+    """Inputs every check sees whatever hypothesis draws: a 0-d tensor, one element, an empty
+    tensor, and a large one (at least :data:`LARGE` elements, where a size-switched fast path
+    would hide), each deterministic so that a failure's repro can rebuild it by its index."""
+    sig = spec.contract.sig
+    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
+    kinks = spec.contract.kinks_at()
+    if sig.elementwise:
+        shapes_list: list[list[tuple[int, ...]]] = [[()], [(1,)], [(0,)], [(EDGE_SIZE + 3,)]]
+    else:
+        rank = max(len(core) for core in sig.inputs)
+        side = math.ceil(EDGE_SIZE ** (1 / rank)) if rank > 1 else 101
+        loop = (math.ceil(EDGE_SIZE / side),) if rank == 1 else ()
+        names = {d for core in sig.inputs for d in core if not d.isdigit()}
+        shapes_list = []
+        for size, lead in ((1, ()), (0, ()), (1, (0,)), (side, loop)):
+            dims = dict.fromkeys(names, size)
+            shapes_list.append(
+                [lead + tuple(int(d) if d.isdigit() else dims[d] for d in core) for core in sig.inputs]
+            )
+    out = []
+    for shapes in shapes_list:
+        xs = []
+        for i, shape in enumerate(shapes):
+            n = math.prod(shape)
+            # distinct values per input, spread over the box, not on a grid that lines up with kinks
+            x = torch.linspace(lo, hi, max(n, 1) + 2, dtype=torch.float64)[1 : n + 1] * (1 - 0.013 * i)
+            x = x.clamp(lo, hi) if sig.elementwise else x
+            xs.append(push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device))
+        out.append(tuple(xs))
     return out

@@ -1,0 +1,77 @@
+"""Kinks nobody declared: where an elementwise op's one-sided derivatives differ.
+
+Finite differences that straddle a kink measure neither side, so gradcheck fails a correct op there
+(the tutorial's MyReLU at x = 0: "numerical 0.5, analytical 1.0"). At such a point any value between
+the one-sided derivatives is a valid subgradient: the op's is accepted if it lies between them (and
+noted), the element is moved off the kink, and the check runs again. A value outside (5 at 0 for a
+ReLU) still fails. Declared kinks keep pinning their exact value (the ``kinks`` property).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from opzoo.testing._bound import Bound, PropertyFailed, vjp
+
+H = 1e-6  # the one-sided step: the same as gradcheck's eps, so whatever it straddles, this sees
+MARGIN = 1e-3  # how far a kink's element is moved before the check runs again
+
+
+def one_sided(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Where ``fn`` (elementwise) has a kink within ``H`` of ``x``: (mask, left, right derivatives)."""
+    with torch.no_grad():
+        f0, up, down = fn(x), fn(x + H), fn(x - H)
+    right, left = (up - f0) / H, (f0 - down) / H
+    scale = 1 + torch.maximum(right.abs(), left.abs())
+    kink = ((right - left).abs() > 1e-3 * scale) & right.isfinite() & left.isfinite()
+    return kink, left, right
+
+
+def derivative(op: Bound) -> Callable[[torch.Tensor], torch.Tensor]:
+    """x -> the op's own (analytic) derivative at each element."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        with torch.enable_grad():
+            return vjp(op, (x,), (torch.ones_like(x),))[1][0]
+
+    return fn
+
+
+def excuse(op: Bound, x: torch.Tensor, *, order: int = 1) -> torch.Tensor | None:
+    """If ``x`` has elements at undeclared kinks (of the op for ``order`` 1, of its derivative for
+    2): check the op's value there lies between the one-sided derivatives, note it, and return
+    ``x`` with those elements moved off the kink; None if there is no kink to excuse."""
+    fn = (lambda t: op(t)) if order == 1 else derivative(op)
+    kink, left, right = one_sided(fn, x.detach())
+    if not kink.any():
+        return None
+    if order == 1:
+        got = derivative(op)(x.detach())
+        low, high = torch.minimum(left, right), torch.maximum(left, right)
+        slack = 1e-5 + 1e-3 * torch.maximum(low.abs(), high.abs())
+        outside = kink & ((got < low - slack) | (got > high + slack))
+        if outside.any():
+            i = int(outside.reshape(-1).nonzero()[0])
+            xi, gi = x.reshape(-1)[i].item(), got.reshape(-1)[i].item()
+            li, ri = left.reshape(-1)[i].item(), right.reshape(-1)[i].item()
+            raise PropertyFailed(
+                f"at x = {xi:.9g}, an undeclared kink, the gradient is {gi:.9g}: not between the "
+                f"one-sided derivatives {li:.9g} and {ri:.9g}, so no valid subgradient",
+                worst={"index": (i,), "x": xi, "left": li, "right": ri, "analytic": gi},
+            )
+    for i in kink.reshape(-1).nonzero()[:3].reshape(-1).tolist():
+        # rounded, so that the same kink met in many examples is one note
+        where = f"undeclared kink near x = {round(x.reshape(-1)[i].item(), 3) + 0.0:g}"
+        if order == 2:
+            op.notes.append(f"{where}: its second derivative is not checked there; declare kinks= to skip it")
+            continue
+        sides = [round(v.reshape(-1)[i].item(), 6) + 0.0 for v in (left, right)]
+        op.notes.append(
+            f"{where} (one-sided derivatives {sides[0]:.4g} and {sides[1]:.4g}): its gradient lies "
+            "between them; declare kinks= to pin its value"
+        )
+    moved = x.detach().clone()
+    moved[kink] += MARGIN
+    return moved
