@@ -31,6 +31,12 @@ def add_check(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples per property")
     p.add_argument("--profile", choices=PROFILES, help=PROFILES_HELP)
     p.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="hypothesis seed for a profile that is not derandomized (a failure's reproduce line names it)",
+    )
+    p.add_argument(
         "--device",
         choices=("cpu", "cuda", "all"),
         default="all",
@@ -57,7 +63,13 @@ def run_check(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"checking {spec.name} ...", file=sys.stderr, flush=True)
         results += check(
-            spec, props, devices=devices, profile=args.profile, examples=args.examples, registry=reg
+            spec,
+            props,
+            devices=devices,
+            profile=args.profile,
+            examples=args.examples,
+            registry=reg,
+            seed=args.seed,
         )
     # After the checks: a plugin's input-strategy hook that failed during them is reported too.
     broken = [] if args.names else reg.failures()
