@@ -34,14 +34,27 @@ class Op(torch.autograd.Function):
     generate_vmap_rule = True
 
 
-def composite() -> bool:
-    """Whether a backward must be composed of plain differentiable ops.
+# Private to torch as well; without them, batched backward fails loudly in the fused path.
+_transforms_on = _transforms_active or (lambda: False)
+_legacy_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", lambda t: False)
 
-    True when the backward is itself recorded (``create_graph=True``, for double backward) or traced
-    by ``torch.compile`` (which fuses the composite into one kernel anyway). Otherwise built-in ops
-    take a fast path of fewer, fused passes that needs no graph.
+
+def composite(grad: torch.Tensor) -> bool:
+    """Whether a backward must be composed of plain, out-of-place differentiable ops.
+
+    True when the backward is itself recorded (``create_graph=True``, for double backward), traced
+    by ``torch.compile`` (which fuses the composite into one kernel anyway), or runs with a batch of
+    grad_outputs: under torch.func (``jacrev``, ``vmap`` of ``vjp``) or as a legacy batched tensor
+    (``autograd.grad(..., is_grads_batched=True)``), where ``buffer.mul_(grad)`` cannot put a batch
+    into an unbatched buffer. Otherwise built-in ops take a fast path of fewer, fused, in-place
+    passes that needs no graph.
     """
-    return torch.is_grad_enabled() or torch.compiler.is_compiling()
+    return (
+        torch.is_grad_enabled()
+        or _transforms_on()
+        or _legacy_batched(grad)
+        or torch.compiler.is_compiling()
+    )
 
 
 LOG2_E = 1.4426950408889634

@@ -49,7 +49,7 @@ class SiLU(_SavesInput):
         x = opmath(x)
         s = torch.sigmoid(x)
         # d/dx x sigmoid(x) = s (1 + x (1 - s)) = s + x s (1 - s)
-        if composite():
+        if composite(grad):
             return grad * (s * (1 + x * (1 - s))).to(grad.dtype)
         t = torch.addcmul(x, x, s, value=-1)  # x (1 - s), in one pass
         return t.add_(1).mul_(s).mul_(grad).to(grad.dtype)
@@ -102,7 +102,7 @@ class GELU(Op):
         x, y = ctx.saved_tensors
         x = opmath(x)
         # d/dx x Phi(x) = Phi(x) + x phi(x)
-        if composite():
+        if composite(grad):
             cdf = 0.5 * (1 + torch.erf(x * _INV_SQRT_2))
             pdf = torch.exp(-0.5 * x * x) * _INV_SQRT_2PI
             return grad * (cdf + x * pdf).to(grad.dtype)
@@ -139,7 +139,7 @@ class GELUTanh(_SavesInput):
         x = opmath(x)
         x2 = x * x
         # d/dx = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3c x^2)
-        if composite():
+        if composite(grad):
             t = torch.tanh(_SQRT_2_OVER_PI * x * (1 + _GELU_C * x2))
             du = _SQRT_2_OVER_PI * (1 + 3 * _GELU_C * x2)
             return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du).to(grad.dtype)
