@@ -4,6 +4,7 @@
 in the ``setup_context`` form. With positional arguments there is nothing to bind, and that binding
 was a third of an op's cost at the seed's size (measured: 28.6 vs 18.2 us per forward+backward at
 6,400 elements). Under torch.func transforms or torch.compile the regular path runs unchanged.
+Forward-mode dual tensors (``forward_ad.make_dual``) need no detour: the C++ apply calls ``jvp``.
 
 Both shortcuts are private to torch (``torch._C``); the dependency is ``torch>=2.4``. Where a torch
 lacks either, every call takes the regular path: correct, at the cost measured above.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.autograd import forward_ad
 
 _transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
 # The C++ apply that Function.apply itself ends in (torch._C._FunctionBase.apply).
@@ -22,16 +24,42 @@ _FAST = _transforms_active is not None and _C_APPLY is not None
 
 
 class Op(torch.autograd.Function):
-    """An autograd Function whose ``apply`` skips the per-call signature binding when it can."""
+    """An autograd Function whose ``apply`` skips the per-call signature binding when it can.
+
+    torch.compile traces ``cls._traced``, the same Function without ``jvp``: Dynamo breaks the graph
+    at any Function that defines ``jvp`` ("Unsupported custom jvp"), and compiled code does not run
+    forward-mode AD through it anyway.
+    """
+
+    _traced: type[Op]
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        if not _FAST or kwargs or _transforms_active() or torch.compiler.is_compiling():
+        if torch.compiler.is_compiling():
+            return cls._traced.apply(*args, **kwargs)
+        if not _FAST or kwargs or _transforms_active():
             return super().apply(*args, **kwargs)
         # The C++ apply that Function.apply itself ends in, minus the Python preprocessing.
         return super(torch.autograd.Function, cls).apply(*args)
 
     generate_vmap_rule = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("_is_traced_twin"):
+            return
+        cls._traced = type(  # type: ignore[assignment]
+            cls.__name__,
+            (cls,),
+            {
+                "__module__": cls.__module__,
+                "__qualname__": cls.__qualname__,
+                "__doc__": cls.__doc__,
+                "_is_traced_twin": True,
+                "jvp": staticmethod(torch.autograd.Function.jvp),
+                "apply": classmethod(torch.autograd.Function.apply.__func__),  # type: ignore[attr-defined]
+            },
+        )
 
 
 # Private to torch as well; without them, batched backward fails loudly in the fused path.
@@ -55,6 +83,16 @@ def composite(grad: torch.Tensor) -> bool:
         or _legacy_batched(grad)
         or torch.compiler.is_compiling()
     )
+
+
+def forward_mode() -> bool:
+    """Whether a forward-mode AD level is open (``forward_ad.dual_level``, ``torch.func.jvp``).
+
+    Tensors for ``jvp`` are saved only then (``ctx.save_for_forward``): a call that only goes
+    backward pays one comparison, not a save. Forward-mode AD drops them once ``jvp`` has run.
+    The level is private to torch: where a torch lacks it, tensors are always saved.
+    """
+    return getattr(forward_ad, "_current_level", 0) >= 0
 
 
 LOG2_E = 1.4426950408889634
