@@ -77,11 +77,12 @@ def composite(grad: torch.Tensor) -> bool:
     into an unbatched buffer. Otherwise built-in ops take a fast path of fewer, fused, in-place
     passes that needs no graph.
     """
+    # is_compiling first: Dynamo cannot trace the batched-tensor test (a pybind function)
     return (
-        torch.is_grad_enabled()
+        torch.compiler.is_compiling()
+        or torch.is_grad_enabled()
         or _transforms_on()
         or _legacy_batched(grad)
-        or torch.compiler.is_compiling()
     )
 
 
