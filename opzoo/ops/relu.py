@@ -49,7 +49,7 @@ class MyReLU(Op):
         # d/dx max(x, 0) = 1 where x >= 0 (the seed's convention at 0), else 0. threshold_backward
         # passes grad where x > threshold, in one fused pass; with the largest negative subnormal as
         # threshold that is exactly x >= 0 (unless denormals are flushed to zero).
-        if composite(grad):  # double backward, torch.compile, batched grads: stay differentiable
+        if composite():  # double backward or torch.compile: stay differentiable
             return grad * (x >= 0)
         return torch.ops.aten.threshold_backward(grad, x, _BELOW_ZERO[x.dtype])
 
