@@ -10,6 +10,7 @@ from conftest import FUNCTIONS, LEARNABLE
 from torch.autograd import forward_ad
 
 import opzoo
+from opzoo.ops._base import _FAST
 from opzoo.ops._base import forward_mode as forward_level_open
 from opzoo.testing import PROPERTIES, bind, check_property
 from opzoo.testing._forward import defines_jvp, defines_vmap, forward_mode
@@ -171,6 +172,7 @@ def test_dual_tensors_go_through_the_fast_apply(name):
     _, want = torch.func.jvp(spec.apply, (x,), (v,))
     xr = x.clone().requires_grad_()
     with forward_ad.dual_level():
+        assert _FAST and not torch._C._are_functorch_transforms_active()  # so Op.apply's fast path
         y = spec.apply(forward_ad.make_dual(xr, v))
         primal, tangent = forward_ad.unpack_dual(y)
     torch.testing.assert_close(tangent, want, **TOL)
@@ -235,3 +237,16 @@ def test_a_vmap_without_rule_that_answers_fails(monkeypatch):
     op.fn = lambda t, *_: t * t
     with pytest.raises(AssertionError, match="vmap returned a value although the op defines no vmap rule"):
         forward_mode(op, _x())
+
+
+@pytest.mark.parametrize("name", ["myrelu", "softplus"])
+def test_an_op_with_jvp_compiles_for_training_without_graph_break(name):
+    """Dynamo breaks the graph at a Function that defines jvp; the built-ins keep theirs on a twin
+    that only eager apply runs, so a compiled training step stays one graph (fullgraph=True raises
+    at any break)."""
+    spec = BUILTIN.info(name)
+    step = torch.compile(lambda t: spec.apply(t), backend="aot_eager", fullgraph=True)
+    xr = _x().requires_grad_()
+    (got,) = torch.autograd.grad(step(xr).sum(), xr)
+    (want,) = torch.autograd.grad(spec.apply(xr).sum(), xr)
+    torch.testing.assert_close(got, want, **TOL)

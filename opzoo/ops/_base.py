@@ -23,41 +23,55 @@ _C_APPLY = getattr(super(torch.autograd.Function, torch.autograd.Function), "app
 _FAST = _transforms_active is not None and _C_APPLY is not None
 
 
+# Function.apply's Python part: default-argument binding, torch.func dispatch.
+_FUNCTION_APPLY = torch.autograd.Function.apply.__func__  # type: ignore[attr-defined]
+
+
 class Op(torch.autograd.Function):
     """An autograd Function whose ``apply`` skips the per-call signature binding when it can.
 
-    torch.compile traces ``cls._traced``, the same Function without ``jvp``: Dynamo breaks the graph
-    at any Function that defines ``jvp`` ("Unsupported custom jvp"), and compiled code does not run
-    forward-mode AD through it anyway.
+    A ``jvp`` written in the class body is moved to a twin subclass, ``cls._with_jvp``, which
+    ``apply`` runs in eager mode: Dynamo breaks the graph at any Function that defines ``jvp``
+    ("Unsupported custom jvp", torch 2.13), and it compiles ``cls.apply`` as the class itself (it
+    never runs this ``apply``), so compiled training stays one graph while forward-mode AD and
+    torch.func find the ``jvp``.
     """
 
-    _traced: type[Op]
+    _with_jvp: type[Op]
+    _jvp: Any = None
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         if torch.compiler.is_compiling():
-            return cls._traced.apply(*args, **kwargs)
+            return _FUNCTION_APPLY(cls, *args, **kwargs)
+        fn = cls._with_jvp
         if not _FAST or kwargs or _transforms_active():
-            return super().apply(*args, **kwargs)
+            return _FUNCTION_APPLY(fn, *args, **kwargs)
         # The C++ apply that Function.apply itself ends in, minus the Python preprocessing.
-        return super(torch.autograd.Function, cls).apply(*args)
+        return super(torch.autograd.Function, fn).apply(*args)
 
     generate_vmap_rule = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.__dict__.get("_is_traced_twin"):
+        if cls.__dict__.get("_is_jvp_twin"):
             return
-        cls._traced = type(  # type: ignore[assignment]
+        if "jvp" in cls.__dict__:  # kept as _jvp, so that subclasses inherit it too
+            cls._jvp = cls.__dict__["jvp"]
+            del cls.jvp
+        jvp = getattr(cls, "_jvp", None)
+        if jvp is None:
+            cls._with_jvp = cls
+            return
+        cls._with_jvp = type(  # type: ignore[assignment]
             cls.__name__,
             (cls,),
             {
                 "__module__": cls.__module__,
                 "__qualname__": cls.__qualname__,
                 "__doc__": cls.__doc__,
-                "_is_traced_twin": True,
-                "jvp": staticmethod(torch.autograd.Function.jvp),
-                "apply": classmethod(torch.autograd.Function.apply.__func__),  # type: ignore[attr-defined]
+                "_is_jvp_twin": True,
+                "jvp": staticmethod(jvp),
             },
         )
 

@@ -51,7 +51,9 @@ def forward_mode(op: Bound, x: torch.Tensor) -> None:
 
 
 def defines_jvp(target: Any) -> bool:
-    """Whether a Function overrides ``jvp`` (forward-mode AD)."""
+    """Whether a Function overrides ``jvp`` (forward-mode AD): itself, or on the twin its ``apply``
+    runs (``_with_jvp``: opzoo's built-ins keep ``jvp`` there, out of Dynamo's sight)."""
+    target = getattr(target, "_with_jvp", target)
     return getattr(target, "jvp", None) is not torch.autograd.Function.jvp
 
 
