@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from opzoo import Contract, Param
-from opzoo.ops._base import Op, composite
+from opzoo.ops._base import Op, composite, forward_mode, times_grad_
 
 
 class LeakyReLU(Op):
@@ -33,6 +33,8 @@ class LeakyReLU(Op):
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         ctx.negative_slope = inputs[1]
         ctx.save_for_backward(output)  # y > 0 exactly where x > 0, for every slope >= 0
+        if forward_mode():
+            ctx.save_for_forward(output)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None]:
@@ -44,6 +46,12 @@ class LeakyReLU(Op):
             return torch.where(y > 0, grad, grad * ctx.negative_slope), None
         # The same mask in one fused pass (a bool mask and where() take 12x longer at 1M elements).
         return torch.ops.aten.leaky_relu_backward(grad, y, ctx.negative_slope, True), None
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor, _: None) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        # d/dx leaky_relu(x) = 1 if x > 0 else negative_slope
+        return torch.where(y > 0, tangent, tangent * ctx.negative_slope)
 
 
 class Hardtanh(Op):
@@ -70,6 +78,8 @@ class Hardtanh(Op):
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         ctx.bounds = inputs[1:]
         ctx.save_for_backward(output)  # strictly inside the bounds exactly where x is
+        if forward_mode():
+            ctx.save_for_forward(output)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
@@ -85,6 +95,14 @@ class Hardtanh(Op):
         # and min_val = -1.9477 gave y = -1.9473 > min_val, a gradient where there is none).
         lo, hi = (torch.tensor(b, dtype=y.dtype).item() for b in (lo, hi))
         return torch.ops.aten.hardtanh_backward(grad, y, lo, hi), None, None
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor, _lo: None, _hi: None) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        # d/dx hardtanh(x) = 1 if min_val < x < max_val else 0, with the bounds rounded to y's dtype
+        # as y was (see backward)
+        lo, hi = (torch.tensor(b, dtype=y.dtype).item() for b in ctx.bounds)
+        return torch.where((y > lo) & (y < hi), tangent, 0.0)
 
 
 class Hardsigmoid(Op):
@@ -106,6 +124,8 @@ class Hardsigmoid(Op):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         ctx.save_for_backward(output)  # strictly between 0 and 1 exactly where -3 < x < 3
+        if forward_mode():
+            ctx.save_for_forward(output)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
@@ -116,6 +136,12 @@ class Hardsigmoid(Op):
         if composite():
             return torch.where((y > 0) & (y < 1), grad / 6, 0.0)
         return torch.ops.aten.hardtanh_backward(grad, y, 0.0, 1.0).mul_(1 / 6)
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        # d/dx hardsigmoid(x) = 1/6 if -3 < x < 3 else 0
+        return torch.where((y > 0) & (y < 1), tangent / 6, 0.0)
 
 
 class Hardswish(Op):
@@ -137,6 +163,8 @@ class Hardswish(Op):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         ctx.save_for_backward(inputs[0])  # the middle piece's slope needs x itself
+        if forward_mode():
+            ctx.save_for_forward(inputs[0])
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
@@ -147,4 +175,10 @@ class Hardswish(Op):
         if composite():
             return grad * (F.hardsigmoid(x) + torch.where((x > -3) & (x < 3), x / 6, 0.0))
         inner = torch.ops.aten.hardtanh_backward(x, x, -3.0, 3.0)  # x on (-3, 3), else 0
-        return F.hardsigmoid(x).add_(inner, alpha=1 / 6).mul_(grad)
+        return times_grad_(F.hardsigmoid(x).add_(inner, alpha=1 / 6), grad)
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        # d/dx x hardsigmoid(x) = hardsigmoid(x) + x hardsigmoid'(x) = hardsigmoid(x) + x/6 on (-3, 3)
+        return tangent * (F.hardsigmoid(x) + torch.where((x > -3) & (x < 3), x / 6, 0.0))

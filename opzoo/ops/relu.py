@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from opzoo import Contract
-from opzoo.ops._base import Op, composite
+from opzoo.ops._base import Op, composite, forward_mode
 
 # The largest float below 0, per dtype: x > -tiny_subnormal holds exactly where x >= 0 (-0.0 too).
 _BELOW_ZERO = {
@@ -38,6 +38,8 @@ class MyReLU(Op):
         # A 1-byte bool mask would save 3 bytes per element, but every bool kernel on the CPU is
         # 3-4x slower than a float one (benchmarks/RESULTS.md): this keeps myrelu as fast as relu.
         ctx.save_for_backward(inputs[0])
+        if forward_mode():
+            ctx.save_for_forward(inputs[0])
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
@@ -50,3 +52,9 @@ class MyReLU(Op):
         if composite():  # double backward or torch.compile: stay differentiable
             return grad * (x >= 0)
         return torch.ops.aten.threshold_backward(grad, x, _BELOW_ZERO[x.dtype])
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        # d/dx max(x, 0) = 1 where x >= 0 (the seed's convention at 0), else 0
+        return tangent * (x >= 0)

@@ -35,6 +35,7 @@ from opzoo.testing._bound import (
     where,
     worst_gradient_mismatch,
 )
+from opzoo.testing._forward import forward_mode
 from opzoo.testing.strategies import KINK_MARGIN
 
 # -- the properties -------------------------------------------------------------------------------
@@ -387,6 +388,10 @@ def _needs_reference(spec: OpSpec) -> str | None:
     return None if spec.contract.reference is not None else "no reference declared"
 
 
+def _one_input(spec: OpSpec) -> str | None:
+    return None if len(spec.contract.sig.inputs) == 1 else "forward_mode checks one-input ops only, so far"
+
+
 def _needs_kinks(spec: OpSpec) -> str | None:
     return None if spec.contract.kinks_at() else "no kinks declared"
 
@@ -404,6 +409,7 @@ PROPERTIES: dict[str, Property] = {
         Property("kinks", kinks, _needs_kinks),
         # Compiling is slow: once, on one fixed input.
         Property("compile", compile, drawn=False, fixed=1),
+        Property("forward_mode", forward_mode, _one_input, fixed=1),
     )
 }
 

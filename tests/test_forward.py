@@ -1,0 +1,252 @@
+"""Forward mode and vmap: every built-in's jvp matches its backward, jacfwd and hessian work, and
+the forward_mode property catches a wrong jvp or a backward that is wrong only when batched."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import FUNCTIONS, LEARNABLE
+from torch.autograd import forward_ad
+
+import opzoo
+from opzoo.ops._base import _FAST
+from opzoo.ops._base import forward_mode as forward_level_open
+from opzoo.testing import PROPERTIES, bind, check_property
+from opzoo.testing._forward import defines_jvp, defines_vmap, forward_mode
+
+BUILTIN = opzoo.load(autoload=False)
+# float64 against float64: both sides compute the same derivative with other roundings
+TOL = dict(rtol=1e-9, atol=1e-12)
+# torch's own kernels are looser: hardsigmoid's backward multiplies by 1/6 rounded to float32 (3e-8)
+REF_TOL = dict(rtol=1e-7, atol=1e-9)
+#: References that torch cannot differentiate twice, and why (ours can: that is the point).
+NO_REFERENCE_HESSIAN = {"hardsigmoid": "torch implements no derivative of hardsigmoid_backward"}
+
+
+def _x(n: int = 9) -> torch.Tensor:
+    """Points over [-4.5, 4.5] that keep 0.05 or more from every kink of the built-ins."""
+    return torch.linspace(-4.5, 4.5, n, dtype=torch.float64) + 0.0567
+
+
+# -- deliberately wrong ops -----------------------------------------------------------------------
+
+
+class _Softplus(torch.autograd.Function):
+    """softplus with a correct backward and a vmap rule."""
+
+    opzoo_contract = opzoo.Contract(reference=F.softplus, double_backward=True)
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return F.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.sigmoid(x)  # d/dx softplus(x) = sigmoid(x)
+
+
+class WrongJvpSign(_Softplus):
+    """A correct backward, and a jvp with the wrong sign."""
+
+    @staticmethod
+    def jvp(ctx, tangent):
+        (x,) = ctx.saved_tensors
+        return -tangent * torch.sigmoid(x)
+
+
+class JvpIgnoresTangent(_Softplus):
+    """A jvp that returns the derivative alone, forgetting to multiply by the tangent."""
+
+    @staticmethod
+    def jvp(ctx, tangent):
+        (x,) = ctx.saved_tensors
+        return torch.sigmoid(x)
+
+
+def _batched(grad: torch.Tensor) -> bool:
+    if torch.compiler.is_compiling():  # Dynamo cannot trace the tests below (pybind functions)
+        return False
+    functorch = torch._C._functorch
+    return functorch.is_batchedtensor(grad) or functorch.is_legacy_batchedtensor(grad)
+
+
+class WrongWhenBatched(_Softplus):
+    """A backward with a shortcut for batched grad_outputs (per-sample gradients) that sums them:
+    every single grad_output, and so every older property, sees the correct branch."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        if _batched(grad):
+            return grad.sum() * torch.sigmoid(x)
+        return grad * torch.sigmoid(x)
+
+
+# op name -> (class, a phrase the forward_mode report must contain)
+WRONG = {
+    "wrong_jvp_sign": (WrongJvpSign, "torch.func.jvp differs from the backward's J v"),
+    "jvp_ignores_tangent": (JvpIgnoresTangent, "torch.func.jvp differs from the backward's J v"),
+    "wrong_when_batched": (WrongWhenBatched, "batched grad_outputs (is_grads_batched) differs from a loop"),
+}
+
+
+@pytest.fixture(scope="module")
+def wrong_registry():
+    reg = opzoo.Registry()
+    for name, (cls, _) in WRONG.items():
+        reg.register(cls, name=name)
+    return reg
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_each_wrong_op_is_caught_by_forward_mode(wrong_registry, name):
+    """Each deliberately wrong op fails forward_mode, with the part that failed and the values."""
+    result = check_property(wrong_registry.info(name), "forward_mode", profile="ci")
+    assert result.status == "fail", result
+    report = result.report()
+    assert WRONG[name][1] in report, report
+    assert "got" in report and "expected" in report and "example:" in report and "values:" in report
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_each_wrong_op_passes_the_older_properties(wrong_registry, name):
+    """Only forward_mode can catch them: every other property passes."""
+    for prop in PROPERTIES:
+        if prop == "forward_mode":
+            continue
+        result = check_property(wrong_registry.info(name), prop, profile="ci")
+        assert result.status in ("pass", "skip"), result.report()
+
+
+# -- the built-ins --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FUNCTIONS + LEARNABLE)
+def test_every_builtin_passes_forward_mode(name):
+    """Every built-in's jvp (or a Module's autograd) agrees with its backward, and vmap with a loop."""
+    result = check_property(BUILTIN.info(name), "forward_mode", profile="ci")
+    assert result.status == "pass", result.report()
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_every_builtin_function_defines_jvp_and_a_vmap_rule(name):
+    """The property's forward-mode and vmap branches, not its 'must raise' ones, run for built-ins."""
+    target = BUILTIN.info(name).target
+    assert defines_jvp(target) and defines_vmap(target)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS + LEARNABLE)
+def test_jacfwd_and_hessian_match_jacrev_and_the_reference(name):
+    """torch.func.jacfwd equals jacrev and the reference's Jacobian; hessian (forward over reverse)
+    equals reverse over reverse and the reference's hessian."""
+    spec = BUILTIN.info(name)
+    op = bind(spec, spec.contract.defaults())
+
+    def ref(t):
+        return spec.contract.reference(t, **spec.contract.defaults())
+
+    x = _x()
+    jac = torch.func.jacfwd(op)(x)
+    torch.testing.assert_close(jac, torch.func.jacrev(op)(x), **TOL)
+    torch.testing.assert_close(jac, torch.func.jacrev(ref)(x), **REF_TOL)
+    hess = torch.func.hessian(lambda t: op(t).sum())(x)
+    torch.testing.assert_close(hess, torch.func.jacrev(torch.func.jacrev(lambda t: op(t).sum()))(x), **TOL)
+    if name not in NO_REFERENCE_HESSIAN:
+        torch.testing.assert_close(hess, torch.func.hessian(lambda t: ref(t).sum())(x), **REF_TOL)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_dual_tensors_go_through_the_fast_apply(name):
+    """forward_ad dual tensors through Op.apply's fast path give torch.func.jvp's tangent, and the
+    output keeps its backward."""
+    spec = BUILTIN.info(name)
+    x, v = _x(), torch.linspace(-1.0, 2.0, 9, dtype=torch.float64)
+    _, want = torch.func.jvp(spec.apply, (x,), (v,))
+    xr = x.clone().requires_grad_()
+    with forward_ad.dual_level():
+        assert _FAST and not torch._C._are_functorch_transforms_active()  # so Op.apply's fast path
+        y = spec.apply(forward_ad.make_dual(xr, v))
+        primal, tangent = forward_ad.unpack_dual(y)
+    torch.testing.assert_close(tangent, want, **TOL)
+    (gx,) = torch.autograd.grad(primal.sum(), xr)
+    torch.testing.assert_close(gx, torch.func.grad(lambda t: spec.apply(t).sum())(x), **TOL)
+
+
+def test_tensors_are_saved_for_jvp_only_under_forward_mode():
+    """A backward-only call saves nothing for jvp: the level is open only inside forward mode."""
+    assert not forward_level_open()
+    with forward_ad.dual_level():
+        assert forward_level_open()
+    seen = []
+    torch.func.jvp(lambda t: seen.append(forward_level_open()) or t, (_x(),), (_x(),))
+    assert seen == [True] and not forward_level_open()
+
+
+# -- the property's own branches ------------------------------------------------------------------
+
+
+class Square(torch.autograd.Function):
+    """The README's plugin: no jvp, no vmap rule."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.square, double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        return x * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2 * ctx.saved_tensors[0]
+
+
+def test_an_op_without_jvp_or_vmap_rule_passes_when_asking_raises():
+    """Without jvp and vmap rule, torch.func.jvp, dual tensors and vmap raise: forward_mode passes."""
+    reg = opzoo.Registry()
+    reg.register(Square, name="square")
+    assert check_property(reg.info("square"), "forward_mode", profile="ci").status == "pass"
+
+
+def test_an_answer_without_jvp_or_vmap_rule_fails():
+    """Where forward mode or vmap answers although the Function defines neither, the property fails."""
+    reg = opzoo.Registry()
+    reg.register(Square, name="square")
+    op = bind(reg.info("square"), {})
+    op.fn = lambda t, *_: t * t  # answers under every transform: not the Function's apply
+    with pytest.raises(AssertionError, match="forward mode returned a value although the op defines no jvp"):
+        forward_mode(op, _x())
+
+
+def test_a_vmap_without_rule_that_answers_fails(monkeypatch):
+    """vmap answering for a Function without a vmap rule is a failure too."""
+    reg = opzoo.Registry()
+    reg.register(Square, name="square")
+    op = bind(reg.info("square"), {})
+    monkeypatch.setattr("opzoo.testing._forward.defines_jvp", lambda target: True)
+    op.fn = lambda t, *_: t * t
+    with pytest.raises(AssertionError, match="vmap returned a value although the op defines no vmap rule"):
+        forward_mode(op, _x())
+
+
+@pytest.mark.parametrize("name", ["myrelu", "softplus"])
+def test_an_op_with_jvp_compiles_for_training_without_graph_break(name):
+    """Dynamo breaks the graph at a Function that defines jvp; the built-ins keep theirs on a twin
+    that only eager apply runs, so a compiled training step stays one graph (fullgraph=True raises
+    at any break)."""
+    spec = BUILTIN.info(name)
+    step = torch.compile(lambda t: spec.apply(t), backend="aot_eager", fullgraph=True)
+    xr = _x().requires_grad_()
+    (got,) = torch.autograd.grad(step(xr).sum(), xr)
+    (want,) = torch.autograd.grad(spec.apply(xr).sum(), xr)
+    torch.testing.assert_close(got, want, **TOL)
