@@ -16,6 +16,7 @@ from torch.autograd.gradcheck import GradcheckError
 
 from opzoo._records import one_line
 from opzoo._registry import OpSpec
+from opzoo.testing._library import library, why_not_bridged
 from opzoo.testing.strategies import KINK_MARGIN
 
 #: Tolerances against the float64 result, per dtype (values already rounded to the dtype).
@@ -375,6 +376,7 @@ PROPERTIES: dict[str, Property] = {
         Property("kinks", kinks, _needs_kinks),
         # Compiling is slow: once, on one fixed input.
         Property("compile", compile, drawn=False, fixed=1),
+        Property("library", library, why_not_bridged, fixed=1),  # drawn: quick opcheck; fixed: all
     )
 }
 
