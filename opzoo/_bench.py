@@ -159,6 +159,9 @@ def bench_compiled(
             x = torch.randn(n, generator=gen).to(device).requires_grad_()
             g = torch.randn(n, generator=gen).to(device)
             for spec in bridged:
+                # Each op's functions share code objects with the last op's: start dynamo afresh, so
+                # no op pays for recompiles (or hits the recompile limit) because of another.
+                torch._dynamo.reset()
                 params = spec.contract.defaults()
                 op, args = library.op(spec), tuple(params.values())
                 reference = spec.contract.reference

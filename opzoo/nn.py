@@ -106,6 +106,10 @@ def _compiled(
     def apply(*tensors: torch.Tensor) -> torch.Tensor:
         return op(*tensors, *args)
 
+    # Dynamo caches compiled graphs per code object, with guards on the closure (op, params): every
+    # Activation sharing this one code object would recompile it, and past the recompile limit
+    # (8) fullgraph=True fails. A copy of the code per instance keeps each one's cache its own.
+    apply.__code__ = apply.__code__.replace()
     return torch.compile(apply, backend=backend, fullgraph=True)
 
 
