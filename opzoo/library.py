@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 import torch
 
+from opzoo._records import one_line
 from opzoo._registry import OpSpec, Registry
 from opzoo.exceptions import LibraryError
 
@@ -82,7 +83,10 @@ def op(name: str | OpSpec, *, registry: Registry | None = None) -> Any:
                 f"{_qualname(spec.target)} as op {spec.name!r} too (one namespace per process)"
             )
         _refuse_unbridgeable(spec)
-        definition = _define(spec, tname)
+        try:
+            definition = _define(spec, tname)
+        except (RuntimeError, ValueError) as exc:  # torch.library refusing what opzoo let through
+            raise LibraryError(f"op {spec.name!r} cannot be bridged: {one_line(exc)}") from exc
         packet = getattr(getattr(torch.ops, NAMESPACE), tname)
         _BRIDGED[tname] = _Bridged(spec.target, packet, definition)
         return packet
