@@ -38,6 +38,13 @@ def add_bench(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--compile-backend", default="inductor", help="torch.compile backend (default inductor)")
     p.add_argument("--sizes", metavar="N,N,...", help="element counts for op speed")
     p.add_argument("--repeat", type=int, default=None, help="timed repetitions per measurement")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads(N) first (on a shared machine, 1 keeps OpenMP from waiting on "
+        "neighbours; default: torch's)",
+    )
     p.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: a smoke test")
     p.add_argument("--json", action="store_true", help="print JSON")
     return p
@@ -53,6 +60,8 @@ def run_bench(args: argparse.Namespace) -> int:
         raise ConfigError("--sizes must be positive")
     if args.repeat is not None and args.repeat <= 0:
         raise ConfigError(f"--repeat must be a positive integer, got {args.repeat}")
+    if args.threads is not None and args.threads <= 0:
+        raise ConfigError(f"--threads must be a positive integer, got {args.threads}")
     reg = registry_from(args)
     from opzoo import _bench
 
@@ -64,6 +73,8 @@ def run_bench(args: argparse.Namespace) -> int:
     repeat = args.repeat or (3 if args.quick else 21)
     import torch
 
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     rows = []
     if "ops" in sections:
