@@ -462,3 +462,24 @@ def test_train_export_mistakes_are_one_line(tmp_path, extra, message):
     out = run_opzoo(*args)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert message in out.stderr and out.stderr.startswith("opzoo: error:")
+
+
+def test_export_of_a_learnable_activation_keeps_its_trained_parameter(tmp_path):
+    """A learnable activation, which the bridge does not take, is exported as plain aten ops with
+    its trained parameter; a torch:NAME baseline as the native op."""
+    from opzoo import _export
+
+    for name in ("prelu", "torch:relu"):
+        result = opzoo.train(activation=name, seed=0, steps=3, d_in=6, hidden=4, device="cpu")
+        program = _export.export_network(result, str(tmp_path / "n.pt2"))
+        w1, w2 = result.weights["w1"], result.weights["w2"]
+        x = torch.randn(2, 6)
+        h = x.mm(w1)
+        if name == "prelu":
+            slope = result.weights["act.inner.slope"]
+            assert slope != 0.25  # trained away from its initial value
+            want = torch.where(h >= 0, h, slope * h).mm(w2)
+        else:
+            want = torch.relu(h).mm(w2)
+        assert torch.equal(torch.export.load(tmp_path / "n.pt2").module()(x), want)
+        assert not any(str(n.target).startswith("opzoo.") for n in program.graph.nodes)
