@@ -173,11 +173,15 @@ def _fuse_under_inductor(tname: str, forward: Any) -> None:
     never consults this table, so the exported node stays one ``torch.ops.opzoo`` call.
     """
     try:
-        from torch._inductor.decomposition import decompositions
+        from torch._inductor import decomposition as inductor
     except ImportError:  # pragma: no cover - a torch without inductor
         return
     overload = getattr(getattr(torch.ops, NAMESPACE), tname).default
-    decompositions[overload] = forward
+    # Inductor reads `decompositions`, or (by default) a copy of it made and cached at the first
+    # compile in the process: an op bridged after that must be added to the copy too.
+    tables = [inductor.decompositions, getattr(inductor, "fast_random_decomps", dict)()]
+    for table in tables:
+        table[overload] = forward
 
 
 def _unaliased(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
