@@ -147,6 +147,8 @@ def bench_compiled(
     Each size is compiled on its own (``dynamic=False``): the kernels are the ones a fixed-shape
     model gets, and each compile time is that of one graph, forward and backward.
     """
+    import torch._inductor.config
+
     from opzoo import library
 
     rows = []
@@ -177,10 +179,14 @@ def bench_compiled(
                     for f in (ours_fn, native_fn)
                 ]
                 first = []
-                for run in compiled:  # the first call compiles forward and backward
-                    t0 = time.perf_counter()
-                    run()
-                    first.append(time.perf_counter() - t0)
+                # The first call compiles forward and backward. Inductor's on-disk caches would make
+                # that a lookup on a re-run (and they key on the graph before decomposition, so could
+                # serve a stale artifact): measure cold compiles.
+                with torch._inductor.config.patch(force_disable_caches=True):
+                    for run in compiled:
+                        t0 = time.perf_counter()
+                        run()
+                        first.append(time.perf_counter() - t0)
                 eager = sync(_fwd_bwd(native_fn, x, g))
                 reps = repeat if n < 5_000_000 else max(3, repeat // 4)
                 t_ours, t_native = paired_medians(*compiled, repeat=reps, min_time=0.05)
