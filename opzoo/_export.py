@@ -23,8 +23,12 @@ if TYPE_CHECKING:
 class Network(torch.nn.Module):
     """The seed's bias-free two-layer network, ``act(x.mm(w1)).mm(w2)``."""
 
-    def __init__(self, act: Callable[[torch.Tensor], torch.Tensor] | torch.nn.Module, w1: torch.Tensor,
-                 w2: torch.Tensor) -> None:
+    def __init__(
+        self,
+        act: Callable[[torch.Tensor], torch.Tensor] | torch.nn.Module,
+        w1: torch.Tensor,
+        w2: torch.Tensor,
+    ) -> None:
         super().__init__()
         self.act = act
         self.w1 = torch.nn.Parameter(w1.detach().clone(), requires_grad=False)

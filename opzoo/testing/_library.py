@@ -84,7 +84,9 @@ def _same_as_function(
     got_out, got_grad = run(op)
     for what, got, want in (("output", got_out, want_out), ("gradient", got_grad, want_grad)):
         if len(got) != len(want):
-            raise PropertyFailed(f"in {dtype}: {len(got)} {what}s through torch.ops, {len(want)} through apply")
+            raise PropertyFailed(
+                f"in {dtype}: {len(got)} {what}s through torch.ops, {len(want)} through apply"
+            )
         for i, (g, w) in enumerate(zip(got, want)):
             same = (g is None and w is None) or (
                 g is not None and w is not None and g.shape == w.shape and torch.equal(g, w)
