@@ -366,6 +366,7 @@ def test_export_keeps_each_op_as_one_node_and_saves_and_loads(net, tmp_path):
     assert torch.equal(loaded.module()(x), net(x))
 
 
+@pytest.mark.slow  # two fresh processes importing torch
 def test_a_saved_program_loads_in_a_fresh_process_after_load(tmp_path):
     """torch.export.load of a program using opzoo ops works in a new process after
     opzoo.library.load(), and fails without it."""
@@ -471,6 +472,7 @@ def test_bench_compiled_rows():
     assert all(r.ours > 0 and r.baseline > 0 for r in rows)
 
 
+@pytest.mark.slow  # trains in a fresh process
 def test_train_export_writes_a_loadable_program(tmp_path):
     """opzoo train --export writes the trained network; loaded after opzoo.library.load(), it
     computes act(x.mm(w1)).mm(w2) with the trained weights, its activation the bridged op."""
