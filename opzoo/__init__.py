@@ -18,6 +18,7 @@ from opzoo.exceptions import (
     ContractError,
     DivergedError,
     DuplicateOpError,
+    LibraryError,
     OpNotFoundError,
     OpZooError,
     ParamError,
@@ -26,7 +27,7 @@ from opzoo.exceptions import (
 from opzoo.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from opzoo import nn, testing
+    from opzoo import library, nn, testing
     from opzoo._trainer import TrainConfig, TrainResult, compare, train
 
 __version__ = "0.1.0"
@@ -40,6 +41,7 @@ __all__ = [
     "DivergedError",
     "DuplicateOpError",
     "Failure",
+    "LibraryError",
     "OpNotFoundError",
     "OpSpec",
     "OpZooError",
@@ -55,6 +57,7 @@ __all__ = [
     "get",
     "hookimpl",
     "info",
+    "library",
     "load",
     "names",
     "nn",
@@ -103,11 +106,11 @@ def register(target: type | None = None, *, name: str | None = None) -> Any:
 
 
 def __getattr__(attr: str) -> Any:
-    # The trainer imports torch; load it only when asked for.
+    # The trainer, nn, library and testing import torch; load them only when asked for.
     import importlib
 
     if attr in ("train", "compare", "TrainConfig", "TrainResult"):
         return getattr(importlib.import_module("opzoo._trainer"), attr)
-    if attr in ("nn", "testing"):
+    if attr in ("library", "nn", "testing"):
         return importlib.import_module(f"opzoo.{attr}")
     raise AttributeError(f"module 'opzoo' has no attribute {attr!r}")

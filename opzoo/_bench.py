@@ -167,6 +167,101 @@ def bench_ops(
     return rows
 
 
+COMPILE_SIZES = (6_400, 1_000_000)
+
+
+def bench_compiled(
+    specs: Sequence[OpSpec],
+    sizes: Sequence[int],
+    *,
+    repeat: int,
+    devices: Sequence[str],
+    backend: str = "inductor",
+) -> list[Row]:
+    """Forward+backward time of each elementwise Function op compiled as its torch.library form,
+    vs its reference compiled and vs its reference in eager mode; and the one-off compile time.
+
+    Each size is compiled on its own (``dynamic=False``): the kernels are the ones a fixed-shape
+    model gets, and each compile time is that of one graph, forward and backward.
+    """
+    import torch._inductor.config
+
+    from opzoo import library
+
+    rows = []
+    bridged = [s for s in _with_reference(specs) if s.contract.sig.elementwise and library.why_not(s) is None]
+    for device_name in devices:
+        device = torch.device(device_name)
+        sync = _sync(device)
+        for n in sizes:
+            gen = torch.Generator().manual_seed(n)
+            x = torch.randn(n, generator=gen).to(device).requires_grad_()
+            g = torch.randn(n, generator=gen).to(device)
+            for spec in bridged:
+                # Each op's functions share code objects with the last op's: start dynamo afresh, so
+                # no op pays for recompiles (or hits the recompile limit) because of another.
+                torch._dynamo.reset()
+                params = spec.contract.defaults()
+                op, args = library.op(spec), tuple(params.values())
+                reference = spec.contract.reference
+
+                def ours_fn(t: torch.Tensor, op: Any = op, args: tuple[Any, ...] = args) -> torch.Tensor:
+                    return op(t, *args)
+
+                def native_fn(t: torch.Tensor, ref: Any = reference, p: Any = params) -> torch.Tensor:
+                    return ref(t, **p)
+
+                compiled = [
+                    sync(_fwd_bwd(torch.compile(f, backend=backend, fullgraph=True, dynamic=False), [x], [g]))
+                    for f in (ours_fn, native_fn)
+                ]
+                first = []
+                # The first call compiles forward and backward. Inductor's on-disk caches would make
+                # that a lookup on a re-run (and they key on the graph before decomposition, so could
+                # serve a stale artifact): measure cold compiles.
+                with torch._inductor.config.patch(force_disable_caches=True):
+                    for run in compiled:
+                        t0 = time.perf_counter()
+                        run()
+                        first.append(time.perf_counter() - t0)
+                eager = sync(_fwd_bwd(native_fn, [x], [g]))
+                reps = repeat if n < 5_000_000 else max(3, repeat // 4)
+                t_ours, t_native = paired_medians(*compiled, repeat=reps, min_time=0.05)
+                t_ours2, t_eager = paired_medians(compiled[0], eager, repeat=reps, min_time=0.05)
+                size = f"{n:,} {device_name}"
+                extra = {"builtin": spec.source.dist == "opzoo", "backend": backend}
+                rows += [
+                    Row(
+                        "compiled",
+                        spec.name,
+                        f"{size} vs compiled native",
+                        t_ours * 1e6,
+                        t_native * 1e6,
+                        "us",
+                        extra,
+                    ),
+                    Row(
+                        "compiled",
+                        spec.name,
+                        f"{size} vs eager native",
+                        t_ours2 * 1e6,
+                        t_eager * 1e6,
+                        "us",
+                        extra,
+                    ),
+                    Row(
+                        "compile time",
+                        spec.name,
+                        f"{size}, first forward+backward",
+                        first[0],
+                        first[1],
+                        "s",
+                        extra,
+                    ),
+                ]
+    return rows
+
+
 def _with_reference(specs: Sequence[OpSpec]) -> list[OpSpec]:
     """The ops that declare a reference to be measured against."""
     return [s for s in specs if s.contract.reference is not None]

@@ -12,7 +12,8 @@ matches its meaning, so callers can catch either::
     ├── ConfigError          (ValueError)     a bad trainer or command setting
     ├── CheckpointError                       a checkpoint cannot be read or written
     ├── DivergedError        (ArithmeticError) training produced a non-finite loss
-    └── CompileError         (RuntimeError)   torch.compile failed on a valid setting
+    ├── CompileError         (RuntimeError)   torch.compile failed on a valid setting
+    └── LibraryError         (TypeError)      an op cannot be bridged to torch.library
 """
 
 from __future__ import annotations
@@ -90,3 +91,7 @@ class CompileError(OpZooError, RuntimeError):
     """torch.compile failed on a setting that was valid: the compiler's or the op's failure."""
 
     exit_code = 1  # not a usage mistake; the cause is chained for a debugger
+
+
+class LibraryError(OpZooError, TypeError):
+    """An op cannot be bridged to ``torch.library`` (opzoo.library): its form, or a name taken."""

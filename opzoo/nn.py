@@ -52,9 +52,21 @@ class Activation(torch.nn.Module):
     """A registered op with its parameters fixed, as an ``nn.Module``.
 
     A Function op holds no parameters; a learnable op's parameters live in ``self.inner``.
+
+    ``compile=True`` runs the op through ``torch.compile`` (inductor; a string names another
+    backend): a Function op as its ``torch.library`` form (:mod:`opzoo.library`), which compiles
+    forward and backward without a graph break; a learnable op as its compiled module. The first
+    call per input shape pays the compile (seconds; see docs/library.md).
     """
 
-    def __init__(self, op: str | OpSpec, *, registry: Registry | None = None, **params: Any) -> None:
+    def __init__(
+        self,
+        op: str | OpSpec,
+        *,
+        registry: Registry | None = None,
+        compile: bool | str = False,
+        **params: Any,
+    ) -> None:
         super().__init__()
         self.spec = op if isinstance(op, OpSpec) else _registry(registry).info(op)
         unknown = sorted(set(params) - set(self.spec.params))
@@ -66,15 +78,39 @@ class Activation(torch.nn.Module):
         # A learnable op is a submodule, so that .to(), .parameters() and state_dict() reach it.
         self.inner: torch.nn.Module | None = fn if isinstance(fn, torch.nn.Module) else None
         self._fn: Callable[..., torch.Tensor] | None = None if self.inner is not None else fn
+        self.compiled = compile if isinstance(compile, str) else ("inductor" if compile else None)
+        if self.compiled is not None:
+            self._fn = _compiled(self.spec, self.params, self.inner, self.compiled)
 
     def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
-        if self.inner is not None:
-            return self.inner(*tensors)
-        return self._fn(*tensors)  # type: ignore[misc]
+        if self._fn is None:
+            return self.inner(*tensors)  # type: ignore[misc]
+        return self._fn(*tensors)
 
     def extra_repr(self) -> str:
         args = ", ".join(f"{k}={v:g}" for k, v in self.params.items())
-        return f"{self.spec.name!r}" + (f", {args}" if args else "")
+        backend = f", compile={self.compiled!r}" if self.compiled else ""
+        return f"{self.spec.name!r}" + (f", {args}" if args else "") + backend
+
+
+def _compiled(
+    spec: OpSpec, params: Mapping[str, Any], inner: torch.nn.Module | None, backend: str
+) -> Callable[..., torch.Tensor]:
+    """The op through torch.compile: a Function as its torch.library op, a learnable op as its module."""
+    if inner is not None:
+        return torch.compile(inner, backend=backend, fullgraph=True)
+    from opzoo import library
+
+    op, args = library.op(spec), tuple(params.values())
+
+    def apply(*tensors: torch.Tensor) -> torch.Tensor:
+        return op(*tensors, *args)
+
+    # Dynamo caches compiled graphs per code object, with guards on the closure (op, params): every
+    # Activation sharing this one code object would recompile it, and past the recompile limit
+    # (8) fullgraph=True fails. A copy of the code per instance keeps each one's cache its own.
+    apply.__code__ = apply.__code__.replace()
+    return torch.compile(apply, backend=backend, fullgraph=True)
 
 
 class TorchActivation(torch.nn.Module):
@@ -124,16 +160,24 @@ def params_of(name: str, *, registry: Registry | None = None) -> Mapping[str, An
 
 
 def create(
-    name: str | OpSpec, *, registry: Registry | None = None, **params: Any
+    name: str | OpSpec,
+    *,
+    registry: Registry | None = None,
+    compile: bool | str = False,
+    **params: Any,
 ) -> Activation | TorchActivation:
     """Return activation ``name`` as a module, with ``params`` validated.
 
     ``name`` is a registered op (looked up in ``registry``, the default one if None), its spec, or
-    ``torch:NAME`` for a native baseline.
+    ``torch:NAME`` for a native baseline. ``compile``: see :class:`Activation` (a baseline is then
+    compiled as it is).
     """
     if isinstance(name, str) and is_baseline(name):
-        return TorchActivation(name, **params)
-    return Activation(name, registry=registry, **params)
+        act = TorchActivation(name, **params)
+        if compile:
+            act.fn = torch.compile(act.fn, backend=compile if isinstance(compile, str) else "inductor")
+        return act
+    return Activation(name, registry=registry, compile=compile, **params)
 
 
 def _registry(registry: Registry | None) -> Registry:

@@ -10,6 +10,8 @@ from opzoo._commands import EXIT_OK, registry_from
 from opzoo.exceptions import ConfigError
 
 _SECTIONS = ("ops", "memory", "trainer", "startup")
+#: Measured only when asked for (--compile): each op compiles twice per size, minutes in all.
+_ON_REQUEST = ("compiled",)
 
 
 def add_bench(sub: Any) -> argparse.ArgumentParser:
@@ -22,10 +24,27 @@ def add_bench(sub: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="ops to measure (default: all)")
     p.add_argument(
-        "--section", action="append", choices=_SECTIONS, help="measure only these (repeatable; default: all)"
+        "--section",
+        action="append",
+        choices=_SECTIONS + _ON_REQUEST,
+        help="measure only these (repeatable; default: all but compiled)",
     )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="measure each elementwise op compiled as its torch.library form vs the native op, "
+        "compiled and eager, with the compile time (6,400 and 1M elements; same as --section compiled)",
+    )
+    p.add_argument("--compile-backend", default="inductor", help="torch.compile backend (default inductor)")
     p.add_argument("--sizes", metavar="N,N,...", help="element counts for op speed")
     p.add_argument("--repeat", type=int, default=None, help="timed repetitions per measurement")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads(N) first (on a shared machine, 1 keeps OpenMP from waiting on "
+        "neighbours; default: torch's)",
+    )
     p.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: a smoke test")
     p.add_argument("--json", action="store_true", help="print JSON")
     return p
@@ -41,19 +60,33 @@ def run_bench(args: argparse.Namespace) -> int:
         raise ConfigError("--sizes must be positive")
     if args.repeat is not None and args.repeat <= 0:
         raise ConfigError(f"--repeat must be a positive integer, got {args.repeat}")
+    if args.threads is not None and args.threads <= 0:
+        raise ConfigError(f"--threads must be a positive integer, got {args.threads}")
     reg = registry_from(args)
     from opzoo import _bench
 
-    sections = args.section or list(_SECTIONS)
+    sections = list(args.section or ([] if args.compile else _SECTIONS))
+    if args.compile and "compiled" not in sections:
+        sections.append("compiled")
     specs = [reg.info(n) for n in args.names] if args.names else sorted(reg.load_all(), key=lambda s: s.name)
     sizes = sizes or list(_bench.QUICK_SIZES if args.quick else _bench.SIZES)
     repeat = args.repeat or (3 if args.quick else 21)
     import torch
 
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     rows = []
     if "ops" in sections:
         rows += _bench.bench_ops(specs, sizes, repeat=repeat, devices=devices)
+    if "compiled" in sections:
+        rows += _bench.bench_compiled(
+            specs,
+            args.sizes and sizes or (_bench.QUICK_SIZES if args.quick else _bench.COMPILE_SIZES),
+            repeat=repeat,
+            devices=devices,
+            backend=args.compile_backend,
+        )
     if "memory" in sections:
         rows += _bench.bench_memory(specs, n=1_000 if args.quick else 100_000)
     if "trainer" in sections:

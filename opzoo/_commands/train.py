@@ -107,6 +107,12 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
     o.add_argument("--json", action="store_true", help="print the result as JSON instead")
     o.add_argument("--metrics", metavar="FILE", help="write every step's loss to FILE (.csv or .jsonl)")
     o.add_argument("--plot", metavar="FILE.png", help="draw the loss curve(s), log scale")
+    o.add_argument(
+        "--export",
+        metavar="FILE.pt2",
+        help="write the trained network as a torch.export program, its activation the "
+        "torch.library op (load it after opzoo.library.load(); see docs/trainer.md)",
+    )
     return p
 
 
@@ -128,9 +134,11 @@ def run_train(args: argparse.Namespace) -> int:
     if args.metrics and not args.metrics.endswith((".csv", ".jsonl")):
         raise ConfigError(f"--metrics FILE must end in .csv or .jsonl, got {args.metrics!r}")
     registry = registry_from(args)
-    for what, path in (("metrics", args.metrics), ("plot", args.plot)):
+    for what, path in (("metrics", args.metrics), ("plot", args.plot), ("export", args.export)):
         if path:
             _trainer.check_writable(what, path)
+    if args.export and len(names) > 1:
+        raise ConfigError("--export writes one network: give one --activation, not a comparison")
 
     # Paths are resolved once, as given: a resumed run never reinterprets a stored relative path.
     for name in ("checkpoint", "resume"):
@@ -147,6 +155,10 @@ def run_train(args: argparse.Namespace) -> int:
         given = {**saved, **given}
     given.pop("activation", None)
     config = _trainer.TrainConfig(activation=names[0], **given)
+    if args.export:
+        from opzoo import _export
+
+        _export.check_exportable(config.activation, config.act_args, registry)  # before training
 
     show = not (args.quiet or args.json)
     progress = show and sys.stdout.isatty()
@@ -160,6 +172,8 @@ def run_train(args: argparse.Namespace) -> int:
 
     if args.metrics:
         _write_metrics(args.metrics, results)
+    if args.export:
+        _export.export_network(results[0], args.export, registry=registry)
     if args.plot:
         from opzoo._plot import plot_losses
 

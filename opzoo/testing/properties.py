@@ -36,6 +36,7 @@ from opzoo.testing._bound import (
     worst_gradient_mismatch,
 )
 from opzoo.testing._forward import forward_mode
+from opzoo.testing._library import library, why_not_bridged
 from opzoo.testing.strategies import KINK_MARGIN
 
 # -- the properties -------------------------------------------------------------------------------
@@ -410,6 +411,7 @@ PROPERTIES: dict[str, Property] = {
         # Compiling is slow: once, on one fixed input.
         Property("compile", compile, drawn=False, fixed=1),
         Property("forward_mode", forward_mode, _one_input, fixed=1),
+        Property("library", library, why_not_bridged, fixed=1),  # drawn: quick opcheck; fixed: all
     )
 }
 

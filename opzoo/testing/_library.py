@@ -1,0 +1,111 @@
+"""The ``library`` property: the op bridged to torch.library (:mod:`opzoo.library`) passes
+``torch.library.opcheck``, and its gradients are the Function's, bit for bit.
+
+The check takes the op's tensor inputs as a tuple, whatever the signature; :func:`library` is the
+thin property for today's one-input form.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+import torch
+
+from opzoo._records import one_line
+from opzoo._registry import OpSpec
+
+if TYPE_CHECKING:
+    from opzoo.testing.properties import Bound
+
+#: What ``torch.library.opcheck`` tests on every drawn input: schema (no mutation, no aliasing),
+#: autograd registration, and the fake kernel against the real one (shapes, dtypes, strides).
+CHEAP = ("test_schema", "test_autograd_registration", "test_faketensor")
+#: What it tests on the fixed inputs too: tracing the op, forward and backward, through AOT
+#: autograd with dynamic shapes (a tenth of a second or more per call, so not on every drawn one).
+FULL = (*CHEAP, "test_aot_dispatch_dynamic")
+
+
+def why_not_bridged(spec: OpSpec) -> str | None:
+    """Why the property does not apply to ``spec`` (an op the bridge refuses), or None."""
+    from opzoo.library import why_not
+
+    return why_not(spec)
+
+
+def check_library(
+    spec: OpSpec,
+    params: Mapping[str, Any],
+    inputs: tuple[torch.Tensor, ...],
+    *,
+    full: bool = True,
+) -> None:
+    """opcheck the bridged op on ``inputs`` in every dtype the op declares, and compare its outputs
+    and gradients with the Function's, bit for bit. ``full`` adds opcheck's AOT-dispatch test.
+
+    Raises :class:`~opzoo.testing.PropertyFailed` naming the dtype and the opcheck test that failed.
+    """
+    from opzoo import library
+    from opzoo.exceptions import OpZooError
+    from opzoo.testing.properties import PropertyFailed
+
+    try:
+        op = library.op(spec)
+    except OpZooError as exc:
+        raise PropertyFailed(f"cannot bridge: {exc}") from None
+    args = tuple(params[k] for k in spec.contract.params)
+    for name in spec.contract.dtypes:
+        dtype = getattr(torch, name)
+        tensors = tuple(t.detach().to(dtype).requires_grad_() for t in inputs)
+        results = torch.library.opcheck(
+            op.default, (*tensors, *args), test_utils=FULL if full else CHEAP, raise_exception=False
+        )
+        for test, outcome in results.items():
+            if outcome != "SUCCESS":
+                raise PropertyFailed(f"opcheck {test} in {name}: {one_line(outcome, lines=2)}")
+        _same_as_function(spec, op, tensors, args, name)
+
+
+def _same_as_function(
+    spec: OpSpec, op: Any, tensors: tuple[torch.Tensor, ...], args: tuple[Any, ...], dtype: str
+) -> None:
+    """Outputs and gradients through ``torch.ops.opzoo`` equal ``Function.apply``'s exactly."""
+    from opzoo.testing.properties import PropertyFailed
+
+    def run(fn: Any) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+        leaves = tuple(t.detach().clone().requires_grad_() for t in tensors)
+        out = fn(*leaves, *args)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        # A fixed, distinct grad_output per output, so a swapped or dropped one shows.
+        grads = [_ramp(o, k) for k, o in enumerate(outs)]
+        got = torch.autograd.grad(outs, leaves, grads, allow_unused=True) if outs[0].requires_grad else ()
+        return [o.detach() for o in outs], list(got)
+
+    want_out, want_grad = run(spec.target.apply)
+    got_out, got_grad = run(op)
+    for what, got, want in (("output", got_out, want_out), ("gradient", got_grad, want_grad)):
+        if len(got) != len(want):
+            raise PropertyFailed(
+                f"in {dtype}: {len(got)} {what}s through torch.ops, {len(want)} through apply"
+            )
+        for i, (g, w) in enumerate(zip(got, want)):
+            same = (g is None and w is None) or (
+                g is not None and w is not None and g.shape == w.shape and torch.equal(g, w)
+            )
+            if not same:
+                raise PropertyFailed(
+                    f"in {dtype}: {what} {i} through torch.ops.opzoo differs from the Function's "
+                    "(they must be equal bit for bit)"
+                )
+
+
+def _ramp(like: torch.Tensor, k: int) -> torch.Tensor:
+    n = like.numel()
+    ramp = torch.linspace(-1.5 + k, 2.0 + k, max(n, 1), dtype=like.dtype, device=like.device)[:n]
+    return (ramp + 0.01).reshape(like.shape)
+
+
+def library(op: Bound, *xs: torch.Tensor) -> None:
+    """Bridged to torch.library: opcheck passes in every declared dtype, and gradients through
+    torch.ops.opzoo equal the Function's bit for bit."""
+    # Drawn inputs run opcheck's quick tests; the fixed ones (and the thorough profile) all of them.
+    check_library(op.spec, op.params, xs, full=not op.fast)

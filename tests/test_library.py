@@ -1,0 +1,545 @@
+"""The torch.library bridge: schema, opcheck, bit-for-bit gradients, export, save/load, compile."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import EXAMPLE_OPS, FUNCTIONS, run_opzoo
+
+import opzoo
+from opzoo import library
+from opzoo.testing import check_property
+from opzoo.testing._library import check_library
+
+# -- fixture ops: an n-ary op and a multi-output op, in the setup_context form --------------------
+
+
+class MatMul(torch.autograd.Function):
+    """x @ w with a hand-written backward."""
+
+    opzoo_contract = opzoo.Contract(signature="(n,k),(k,m)->(n,m)", reference=torch.matmul)
+
+    @staticmethod
+    def forward(x, w):
+        return x @ w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        # d/dx (x @ w) = grad @ w^T, d/dw = x^T @ grad (summed over the loop dims)
+        gx = grad @ w.mT if ctx.needs_input_grad[0] else None
+        gw = (x.mT @ grad).sum_to_size(w.shape) if ctx.needs_input_grad[1] else None
+        return gx, gw
+
+
+class SinCos(torch.autograd.Function):
+    """(sin x, cos x): two outputs."""
+
+    opzoo_contract = opzoo.Contract(signature="()->(),()")
+
+    @staticmethod
+    def forward(x):
+        return torch.sin(x), torch.cos(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad_sin, grad_cos):
+        (x,) = ctx.saved_tensors
+        # d/dx sin = cos, d/dx cos = -sin
+        return grad_sin * torch.cos(x) - grad_cos * torch.sin(x)
+
+
+class Scaled(torch.autograd.Function):
+    """x * factor ** power: a float and an int param."""
+
+    opzoo_contract = opzoo.Contract(
+        params={"factor": opzoo.Param(0.5, 0.0, 4.0), "power": opzoo.Param(2, 0, 5)},
+    )
+
+    @staticmethod
+    def forward(x, factor, power):
+        return x * factor**power
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.scale = inputs[1] ** inputs[2]
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale, None, None
+
+
+class ReturnsWrongShape(torch.autograd.Function):
+    """Declares an elementwise op but returns the sum: a scalar."""
+
+    opzoo_contract = opzoo.Contract(reference=lambda x: x.sum())
+
+    @staticmethod
+    def forward(x):
+        return x.sum()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.shape = inputs[0].shape
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.expand(ctx.shape)
+
+
+class MutatesItsInput(torch.autograd.Function):
+    """ReLU computed in place on its input."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0})
+
+    @staticmethod
+    def forward(x):
+        return x.clamp_(min=0).clone()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (y > 0)
+
+
+class WrongStrides(torch.autograd.Function):
+    """ReLU that lays a matrix out column-major: values right, strides not what the signature's
+    fake kernel (empty_like) promises, which compiled code asserts (assert_size_stride)."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0})
+
+    @staticmethod
+    def forward(x):
+        y = x.clamp(min=0)
+        return y.mT.contiguous().mT if y.dim() >= 2 else y
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x >= 0)
+
+
+@pytest.fixture(scope="module")
+def reg():
+    """A registry of the fixture ops under names private to this module (one torch namespace)."""
+    reg = opzoo.Registry()
+    for cls, name in (
+        (MatMul, "lib_matmul"),
+        (SinCos, "lib.sin-cos"),
+        (Scaled, "lib_scaled"),
+        (ReturnsWrongShape, "lib_wrong_shape"),
+        (MutatesItsInput, "lib_mutates"),
+        (WrongStrides, "lib_wrong_strides"),
+    ):
+        reg.register(cls, name=name)
+    return reg
+
+
+def leaves(*shapes, seed=0, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(s, generator=gen, dtype=dtype).requires_grad_() for s in shapes)
+
+
+# -- registration ---------------------------------------------------------------------------------
+
+
+def test_op_resolves_under_torch_ops_and_is_idempotent():
+    """op(name) returns torch.ops.opzoo.<name>, and the same object when asked again."""
+    op = library.op("myrelu")
+    assert op is torch.ops.opzoo.myrelu is library.op("myrelu")
+    assert library.op(opzoo.info("myrelu")) is op
+
+
+def test_schema_follows_signature_and_params(reg):
+    """One Tensor per input, each param with its declared default, one Tensor per output."""
+    assert library.schema(opzoo.info("myrelu")) == "(Tensor x) -> Tensor"
+    softplus = "(Tensor x, float beta=1.0, float threshold=20.0) -> Tensor"
+    assert library.schema(opzoo.info("softplus")) == softplus
+    assert library.schema(reg.info("lib_matmul")) == "(Tensor x, Tensor w) -> Tensor"
+    assert library.schema(reg.info("lib.sin-cos")) == "(Tensor x) -> (Tensor, Tensor)"
+    assert library.schema(reg.info("lib_scaled")) == "(Tensor x, float factor=0.5, int power=2) -> Tensor"
+
+
+def test_defaults_and_keywords_reach_forward(reg):
+    """Params left out take their declared defaults; keywords are taken by name."""
+    op = library.op("lib_scaled", registry=reg)
+    x = torch.arange(3.0)
+    assert torch.equal(op(x), x * 0.25)
+    assert torch.equal(op(x, power=1), x * 0.5)
+    assert torch.equal(op(x, 2.0, 3), x * 8)
+    elu = library.op("elu")
+    assert torch.equal(elu(-x, alpha=0.5), torch.nn.functional.elu(-x, 0.5))
+
+
+def test_names_map_deterministically():
+    """Plain names are their own torch name; others get '_' and a hash, so none collide."""
+    assert library.torch_name("leaky_relu") == "leaky_relu"
+    names = {library.torch_name(n) for n in ("my-op", "my.op", "my_op", "My-Op")}
+    assert len(names) == 3  # "My-Op" is "my-op": opzoo names are case-insensitive
+    assert library.torch_name("my-op") == library.torch_name("my-op")
+    assert all(n.isidentifier() for n in names)
+
+
+def test_a_dotted_name_resolves(reg):
+    """'lib.sin-cos' is bridged under its mapped name."""
+    op = library.op("lib.sin-cos", registry=reg)
+    assert op is getattr(torch.ops.opzoo, library.torch_name("lib.sin-cos"))
+
+
+def test_learnable_module_is_refused_in_one_line():
+    """A learnable Module is not bridged: a one-line LibraryError says why."""
+    with pytest.raises(opzoo.LibraryError, match="'prelu' is a learnable nn.Module") as info:
+        library.op("prelu")
+    assert "\n" not in str(info.value) and isinstance(info.value, opzoo.OpZooError)
+
+
+def test_classic_forward_is_refused_with_the_fix():
+    """A forward(ctx, ...) Function is refused, naming the fix (setup_context)."""
+    import fakeops
+
+    reg = opzoo.Registry()
+    reg.register(fakeops.Double, name="lib_double")
+    with pytest.raises(opzoo.LibraryError, match=r"classic forward\(ctx, \.\.\.\) form.*setup_context"):
+        library.op("lib_double", registry=reg)
+    assert "lib_double" not in library.load(reg)
+
+
+def test_a_bridged_name_is_not_taken_by_another_class():
+    """torch.ops.opzoo is one namespace: another class under a bridged name is refused."""
+    library.op("myrelu")
+    reg = opzoo.Registry()
+    reg.register(MatMul, name="myrelu")
+    with pytest.raises(opzoo.LibraryError, match="already opzoo.ops.relu.MyReLU"):
+        library.op("myrelu", registry=reg)
+
+
+def test_importing_opzoo_registers_nothing():
+    """import opzoo (and opzoo.library) bridges no op and imports no plugin."""
+    code = (
+        "import sys, opzoo, opzoo.library, torch\n"
+        "assert not hasattr(torch.ops.opzoo, 'myrelu')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('opzoo_', 'opzoo.ops'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+# -- opcheck and gradients ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, inputs, params",
+    [
+        ("myrelu", [(3, 4)], {}),
+        ("leaky_relu", [(5,)], {"negative_slope": 0.2}),
+        ("lib_matmul", [(2, 3, 4), (4, 5)], {}),
+        ("lib.sin-cos", [(2, 3)], {}),
+        ("lib_scaled", [(4,)], {"factor": 1.5, "power": 3}),
+    ],
+)
+def test_opcheck_and_bit_for_bit_gradients(reg, name, inputs, params):
+    """n-ary, multi-output and parametrised ops pass opcheck (all four tests) in every declared dtype,
+    and their outputs and gradients through torch.ops.opzoo equal Function.apply's exactly."""
+    spec = reg.info(name) if name.startswith("lib") else opzoo.info(name)
+    check_library(spec, spec.contract.bind(params), leaves(*inputs), full=True)
+
+
+def test_gradient_equals_the_functions_bit_for_bit():
+    """The registered backward is the Function's own: elu's gradient is identical, bit for bit."""
+    (x,) = leaves((1000,))
+    g = torch.randn(1000, dtype=torch.float64)
+    (want,) = torch.autograd.grad(opzoo.get("elu").apply(x, 0.7), x, g)
+    (got,) = torch.autograd.grad(library.op("elu")(x, 0.7), x, g)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize(
+    "name, phrase",
+    [
+        ("lib_wrong_shape", "test_faketensor"),
+        ("lib_mutates", "not defined as mutable but was mutated"),
+        ("lib_wrong_strides", "test_faketensor"),
+    ],
+)
+def test_library_property_catches_a_wrong_op(reg, name, phrase):
+    """An op whose forward breaks its signature, mutates its input, or returns other strides than
+    its fake kernel fails 'library'."""
+    result = check_property(reg.info(name), "library", profile="ci")
+    assert result.status == "fail", result
+    assert phrase in result.reason and "example:" in result.report()
+
+
+def test_only_library_catches_wrong_strides(reg):
+    """Wrong output strides pass every other property: 'library' is what catches them."""
+    from opzoo.testing import PROPERTIES
+
+    spec = reg.info("lib_wrong_strides")
+    for prop in PROPERTIES:
+        if prop != "library":
+            result = check_property(spec, prop, profile="ci")
+            assert result.status in ("pass", "skip"), result.report()
+
+
+@pytest.mark.parametrize("name", ["myrelu", "elu"])
+def test_library_property_passes(name):
+    """Built-in ops pass 'library' (every op is covered by test_properties' all-ops test)."""
+    result = check_property(opzoo.info(name), "library", profile="ci")
+    assert result.status == "pass", result.report()
+
+
+def test_library_property_skips_a_learnable_op():
+    """A learnable Module is skipped with the reason, not failed."""
+    result = check_property(opzoo.info("prelu"), "library", profile="ci")
+    assert result.status == "skip" and "learnable" in result.reason
+
+
+def test_load_bridges_every_function_op():
+    """load() bridges every built-in and example-plugin Function op and no learnable one."""
+    bridged = library.load()
+    assert set(FUNCTIONS + EXAMPLE_OPS) <= set(bridged)
+    assert "prelu" not in bridged and "swish_beta" not in bridged
+    assert bridged["myrelu"] is torch.ops.opzoo.myrelu
+
+
+# -- export and compile ---------------------------------------------------------------------------
+
+
+class Net(torch.nn.Module):
+    """Uses a built-in op, one with params, an n-ary op and a multi-output op."""
+
+    def __init__(self, w):
+        super().__init__()
+        self.w = torch.nn.Parameter(w)
+        self.sincos = getattr(torch.ops.opzoo, library.torch_name("lib.sin-cos"))
+
+    def forward(self, x):
+        h = torch.ops.opzoo.lib_matmul(torch.ops.opzoo.myrelu(x), self.w)
+        s, c = self.sincos(h)
+        return torch.ops.opzoo.elu(s - c, 0.5)
+
+
+@pytest.fixture(scope="module")
+def net(reg):
+    for name in ("lib_matmul", "lib.sin-cos"):
+        library.op(name, registry=reg)
+    for name in ("myrelu", "elu"):
+        library.op(name)
+    (w,) = leaves((4, 3), seed=1, dtype=torch.float32)
+    return Net(w.detach())
+
+
+def test_export_keeps_each_op_as_one_node_and_saves_and_loads(net, tmp_path):
+    """torch.export keeps every opzoo op as one node; the program runs equal to eager, and
+    round-trips through torch.export.save/load."""
+    x = torch.randn(5, 4)
+    program = torch.export.export(net, (x,))
+    targets = [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
+    opzoo_nodes = sorted(t for t in targets if t.startswith("opzoo."))
+    assert opzoo_nodes == sorted(
+        f"opzoo.{library.torch_name(n)}.default" for n in ("myrelu", "lib_matmul", "lib.sin-cos", "elu")
+    )
+    assert not any(t.startswith("aten.") and "relu" in t for t in targets)  # nothing decomposed
+    assert torch.equal(program.module()(x), net(x))
+    path = tmp_path / "net.pt2"
+    torch.export.save(program, path)
+    loaded = torch.export.load(path)
+    assert torch.equal(loaded.module()(x), net(x))
+
+
+@pytest.mark.slow  # two fresh processes importing torch
+def test_a_saved_program_loads_in_a_fresh_process_after_load(tmp_path):
+    """torch.export.load of a program using opzoo ops works in a new process after
+    opzoo.library.load(), and fails without it."""
+
+    class Small(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.opzoo.leaky_relu(torch.ops.opzoo.myrelu(x) - 1.0, 0.1)
+
+    library.op("myrelu"), library.op("leaky_relu")
+    x = torch.linspace(-3, 3, 12).reshape(3, 4)
+    path = tmp_path / "small.pt2"
+    torch.export.save(torch.export.export(Small(), (x,)), path)
+    torch.save(Small()(x), tmp_path / "want.pt")
+    code = (
+        "import sys, torch, opzoo\n"
+        "if sys.argv[2] == 'load': opzoo.library.load()\n"
+        "ep = torch.export.load(sys.argv[1] + '/small.pt2')\n"
+        "x = torch.linspace(-3, 3, 12).reshape(3, 4)\n"
+        "assert torch.equal(ep.module()(x), torch.load(sys.argv[1] + '/want.pt'))\n"
+    )
+    ok = subprocess.run([sys.executable, "-c", code, str(tmp_path), "load"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    bare = subprocess.run([sys.executable, "-c", code, str(tmp_path), "bare"], capture_output=True, text=True)
+    assert bare.returncode != 0 and "opzoo" in bare.stderr
+
+
+def test_fullgraph_compile_forward_and_backward(net):
+    """torch.compile(fullgraph=True) over the bridged ops compiles with no graph break, and its
+    outputs and gradients match eager (aot_eager: no C compiler needed)."""
+    torch._dynamo.reset()
+    x = torch.randn(5, 4)
+    explanation = torch._dynamo.explain(net)(x)
+    assert explanation.graph_break_count == 0 and explanation.graph_count == 1
+    compiled = torch.compile(net, fullgraph=True, backend="aot_eager")
+    xc, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    yc, ye = compiled(xc), net(xe)
+    torch.testing.assert_close(yc, ye)
+    gc = torch.autograd.grad(yc.sum(), (xc, net.w))
+    ge = torch.autograd.grad(ye.sum(), (xe, net.w))
+    for a, b in zip(gc, ge):
+        torch.testing.assert_close(a, b)
+
+
+def test_activation_compile_option():
+    """nn.Activation(name, compile=...) and create(..., compile=...) run the op compiled, with the
+    Function's values and gradients."""
+    x = torch.randn(64, dtype=torch.float64)
+    for act in (
+        opzoo.nn.Activation("leaky_relu", negative_slope=0.2, compile="aot_eager"),
+        opzoo.nn.create("leaky_relu", negative_slope=0.2, compile="aot_eager"),
+    ):
+        assert act.compiled == "aot_eager" and "compile='aot_eager'" in repr(act)
+        xr = x.clone().requires_grad_()
+        y = act(xr)
+        (g,) = torch.autograd.grad(y.sum(), xr)
+        assert torch.equal(y, torch.nn.functional.leaky_relu(x, 0.2))
+        assert torch.equal(g, torch.where(x > 0, torch.ones_like(x), torch.full_like(x, 0.2)))
+    # More compiled activations than dynamo's recompile limit (8): each keeps its own cache.
+    many = [opzoo.nn.Activation("elu", alpha=0.1 * k, compile="aot_eager") for k in range(1, 11)]
+    for k, act in enumerate(many, start=1):
+        assert torch.equal(act(x), torch.nn.functional.elu(x, 0.1 * k))
+    with pytest.raises(opzoo.LibraryError, match="classic forward"):
+        import fakeops
+
+        reg = opzoo.Registry()
+        reg.register(fakeops.Double, name="lib_double2")
+        opzoo.nn.Activation("lib_double2", registry=reg, compile="aot_eager")
+
+
+@pytest.mark.slow
+def test_inductor_fuses_the_bridged_forward():
+    """Under inductor the bridged op's forward is traced (fused), not called as an opaque kernel."""
+    from torch._inductor.utils import run_and_get_code
+
+    torch.compile(torch.neg)(torch.ones(2))  # inductor caches its table at a process's first compile
+    reg = opzoo.Registry()
+    reg.register(Scaled, name="lib_fused")  # bridged only after that
+    op = library.op("lib_fused", registry=reg)
+    f = torch.compile(lambda t: op(t, 2.0, 1) * 2, fullgraph=True)
+    x = torch.randn(64, requires_grad=True)
+    # Inductor's caches key on the graph before decomposition: a cached artifact would hide the table.
+    with torch._inductor.config.patch(force_disable_caches=True):
+        (y, gx), code = run_and_get_code(lambda t: (f(t), torch.autograd.grad(f(t).sum(), t)[0]), x)
+    assert torch.equal(y, x * 4) and torch.equal(gx, torch.full_like(x, 4.0))
+    assert code and not any("opzoo" in c for c in code)  # forward fused, not an opaque call
+
+
+# -- bench and export from the trainer ------------------------------------------------------------
+
+
+def test_bench_compiled_rows():
+    """bench_compiled measures each elementwise Function op: vs compiled native, vs eager native,
+    and the compile time; learnable ops are passed over."""
+    from opzoo import _bench
+
+    specs = [opzoo.info("myrelu"), opzoo.info("prelu")]
+    rows = _bench.bench_compiled(specs, [64], repeat=1, devices=["cpu"], backend="aot_eager")
+    assert [(r.section, r.name, r.detail) for r in rows] == [
+        ("compiled", "myrelu", "64 cpu vs compiled native"),
+        ("compiled", "myrelu", "64 cpu vs eager native"),
+        ("compile time", "myrelu", "64 cpu, first forward+backward"),
+    ]
+    assert all(r.ours > 0 and r.baseline > 0 for r in rows)
+
+
+@pytest.mark.slow  # trains in a fresh process
+def test_train_export_writes_a_loadable_program(tmp_path):
+    """opzoo train --export writes the trained network; loaded after opzoo.library.load(), it
+    computes act(x.mm(w1)).mm(w2) with the trained weights, its activation the bridged op."""
+    path = tmp_path / "net.pt2"
+    args = (
+        "train",
+        "-a",
+        "elu",
+        "--act-arg",
+        "alpha=0.5",
+        "--seed",
+        "0",
+        "--steps",
+        "5",
+        "--d-in",
+        "10",
+        "--hidden",
+        "4",
+        "--device",
+        "cpu",
+    )
+    out = run_opzoo(*args, "--export", str(path), "--quiet")
+    assert out.returncode == 0, out.stderr
+    library.load()
+    program = torch.export.load(path)
+    nodes = [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
+    assert "opzoo.elu.default" in nodes
+    result = opzoo.train(
+        activation="elu", act_args={"alpha": 0.5}, seed=0, steps=5, d_in=10, hidden=4, device="cpu"
+    )
+    w1, w2 = result.weights["w1"], result.weights["w2"]
+    x = torch.randn(3, 10)  # another batch size than trained with: the batch dim is dynamic
+    assert torch.equal(program.module()(x), torch.nn.functional.elu(x.mm(w1), 0.5).mm(w2))
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (("-a", "myrelu,elu"), "--export writes one network"),
+        (("-a", "myrelu", "--export", "/nonexistent/dir/n.pt2"), "folder '/nonexistent/dir' does not exist"),
+    ],
+)
+def test_train_export_mistakes_are_one_line(tmp_path, extra, message):
+    """A comparison or an unwritable path is refused before training: one line, exit 2."""
+    args = ["train", "--steps", "2", "--d-in", "4", "--hidden", "2", *extra]
+    if "--export" not in args:
+        args += ["--export", str(tmp_path / "n.pt2")]
+    out = run_opzoo(*args)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert message in out.stderr and out.stderr.startswith("opzoo: error:")
+
+
+def test_export_of_a_learnable_activation_keeps_its_trained_parameter(tmp_path):
+    """A learnable activation, which the bridge does not take, is exported as plain aten ops with
+    its trained parameter; a torch:NAME baseline as the native op."""
+    from opzoo import _export
+
+    for name in ("prelu", "torch:relu"):
+        result = opzoo.train(activation=name, seed=0, steps=3, d_in=6, hidden=4, device="cpu")
+        program = _export.export_network(result, str(tmp_path / "n.pt2"))
+        w1, w2 = result.weights["w1"], result.weights["w2"]
+        x = torch.randn(2, 6)
+        h = x.mm(w1)
+        if name == "prelu":
+            slope = result.weights["act.inner.slope"]
+            assert slope != 0.25  # trained away from its initial value
+            want = torch.where(h >= 0, h, slope * h).mm(w2)
+        else:
+            want = torch.relu(h).mm(w2)
+        assert torch.equal(torch.export.load(tmp_path / "n.pt2").module()(x), want)
+        assert not any(str(n.target).startswith("opzoo.") for n in program.graph.nodes)
