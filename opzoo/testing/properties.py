@@ -33,13 +33,17 @@ from opzoo.testing._bound import (
     where,
     worst_gradient_mismatch,
 )
+from opzoo.testing._surrogate import piecewise_constant_hint, surrogate_double_backward, surrogate_gradient
 from opzoo.testing.strategies import KINK_MARGIN
 
 # -- the properties -------------------------------------------------------------------------------
 
 
 def gradient(op: Bound, *xs: torch.Tensor) -> None:
-    """gradcheck in float64: analytic backward vs central differences; undefined grads, dtypes."""
+    """gradcheck in float64: analytic backward vs central differences; undefined grads, dtypes.
+    A surrogate op: its backward vs its declared surrogate's autograd gradient (_surrogate.py)."""
+    if op.spec.contract.surrogate is not None:
+        return surrogate_gradient(op, *xs)
     if all(x.numel() == 0 for x in xs):
         return  # nothing to differentiate (and an empty reduction's -inf confuses gradcheck)
     try:
@@ -54,7 +58,7 @@ def gradient(op: Bound, *xs: torch.Tensor) -> None:
             rtol=1e-3,
         )
     except GradcheckError as exc:
-        message = one_line(exc, with_type=False, lines=3)
+        message = one_line(exc, with_type=False, lines=3) + piecewise_constant_hint(op, *xs)
         raise PropertyFailed(message, worst=worst_gradient_mismatch(op, xs)) from None
 
 
@@ -63,7 +67,9 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
     non-contiguous grad_outputs, in a graph where each input is also used elsewhere (so that a
     silently detached backward shows as a wrong second derivative, not as an error that hides it).
     One that raises, or is marked once_differentiable, is a skip, unless double_backward=True is
-    declared: then it must work."""
+    declared: then it must work. A surrogate op: against its surrogate's second derivative."""
+    if op.spec.contract.surrogate is not None:
+        return surrogate_double_backward(op, *xs)
     if all(x.numel() == 0 for x in xs):
         return
     declared = op.spec.contract.double_backward
@@ -134,7 +140,8 @@ def _marked_once_differentiable(grads: Sequence[torch.Tensor | None]) -> bool:
 
 def reference(op: Bound, *xs: torch.Tensor) -> None:
     """Forward and gradient match the declared reference: in float64, and in each lower dtype the
-    op declares against the float64 reference (at the rounded inputs)."""
+    op declares against the float64 reference (at the rounded inputs). A surrogate op: the forward
+    only (its gradient is the surrogate's, checked by gradient)."""
     ref = op.spec.contract.reference
     kinks = op.spec.contract.kinks_at(op.params)
     for name in op.spec.contract.dtypes:
@@ -146,7 +153,8 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
         x64 = tuple(x.double().detach().requires_grad_() for x in lows)
         want = ref(*x64, **op.params)
         want = want if isinstance(want, tuple) else (want,)
-        want_grads = torch.autograd.grad(want, x64, tuple(g.double() for g in gs), allow_unused=True)
+        surrogate = op.spec.contract.surrogate is not None
+        want_grads = () if surrogate else torch.autograd.grad(want, x64, tuple(g.double() for g in gs), allow_unused=True)
         tol = TOLERANCES[dtype]
         x0 = lows[0] if len(lows) == 1 else None
         for j, (got, expected) in enumerate(zip(outs, want)):
