@@ -113,11 +113,11 @@ class Heaviside(Op):
     """Heaviside step (a spiking neuron) with a smooth surrogate gradient: arctan or fast sigmoid."""
 
     opzoo_contract = Contract(
-        reference=lambda x, surrogate, slope: torch.heaviside(x, torch.ones((), dtype=x.dtype, device=x.device)),
+        reference=lambda x, surrogate, slope: torch.heaviside(x, x.new_ones(())),
         surrogate=_heaviside_surrogate,
         params={
             "surrogate": Param(ARCTAN, 0, 1, "0: arctan, 1: fast sigmoid"),
-            "slope": Param(2.0, 0.1, 100.0, "the surrogate's sharpness (snntorch: 2 for arctan, 25 for fast sigmoid)"),
+            "slope": Param(2.0, 0.1, 100.0, "sharpness (snntorch: 2 for arctan, 25 for fast sigmoid)"),
         },
         double_backward=True,
         dtypes=ALL_DTYPES,

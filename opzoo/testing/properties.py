@@ -154,7 +154,8 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
         want = ref(*x64, **op.params)
         want = want if isinstance(want, tuple) else (want,)
         surrogate = op.spec.contract.surrogate is not None
-        want_grads = () if surrogate else torch.autograd.grad(want, x64, tuple(g.double() for g in gs), allow_unused=True)
+        g64 = tuple(g.double() for g in gs)
+        want_grads = () if surrogate else torch.autograd.grad(want, x64, g64, allow_unused=True)
         tol = TOLERANCES[dtype]
         x0 = lows[0] if len(lows) == 1 else None
         for j, (got, expected) in enumerate(zip(outs, want)):
