@@ -76,6 +76,11 @@ class Contract:
     params:          the op's non-tensor parameters, in the order ``forward`` takes them, after
                      the tensor inputs.
     double_backward: whether the backward is itself differentiable.
+    surrogate:       for a backward that is deliberately not the derivative of the forward (a
+                     straight-through estimator, a spiking neuron's smooth surrogate, gradient
+                     reversal): a differentiable function of the op's tensor inputs and params,
+                     called as ``surrogate(*tensors, **params)``, whose autograd gradient is what
+                     ``backward`` must compute. ``reference`` then checks the forward only.
     dtypes:          the floating dtypes the op supports, by torch name.
     formula, derivative: short formulas for the generated docs.
     """
@@ -87,6 +92,7 @@ class Contract:
     signature: str = ELEMENTWISE
     params: Mapping[str, Param] = field(default_factory=dict)
     double_backward: bool = False
+    surrogate: Callable[..., Any] | None = None
     dtypes: tuple[str, ...] = DEFAULT_DTYPES
     formula: str = ""
     derivative: str = ""
@@ -161,6 +167,18 @@ def validate(contract: Contract, forward: Callable[..., Any] | None = None, *, c
         raise ContractError(f"domain must be (low, high) with low < high, got {contract.domain!r}")
     if contract.reference is not None and not callable(contract.reference):
         raise ContractError(f"reference must be callable, got {contract.reference!r}")
+    if contract.surrogate is not None:
+        if not callable(contract.surrogate):
+            raise ContractError(f"surrogate must be callable, got {contract.surrogate!r}")
+        if callable(contract.kinks) or contract.kinks:
+            # Kinks keep finite differences off the points where the forward has no derivative and
+            # declare the gradient there; a surrogate op uses no finite differences and its
+            # surrogate defines the gradient everywhere, jumps included.
+            raise ContractError(
+                "a surrogate op declares no kinks: its backward is checked against the surrogate's "
+                "gradient everywhere, so the surrogate (not kinks) says what the gradient is at the "
+                "forward's jumps"
+            )
     for name, p in contract.params.items():
         if not name.isidentifier():
             raise ContractError(f"parameter name {name!r} is not an identifier")

@@ -89,6 +89,7 @@ class OpSpec:
                 for n, p in c.params.items()
             },
             "reference": _describe(c.reference),
+            "surrogate": _describe(c.surrogate),
             "double_backward": c.double_backward,
             "dtypes": list(c.dtypes),
             "formula": c.formula,
@@ -136,6 +137,11 @@ def make_spec(name: str, target: Any, source: Source) -> OpSpec:
     # The classic form, forward(ctx, ...), is the one that does not define setup_context.
     ctx = forward is not None and target.setup_context is torch.autograd.Function.setup_context
     validate(contract, forward, ctx=ctx)
+    if kind == "module" and contract.surrogate is not None:
+        raise ContractError(
+            "a surrogate applies to Functions only: a learnable Module's backward is autograd's, the "
+            "derivative of its forward"
+        )
     return OpSpec(name, target, kind, contract, source, summary_of(target, contract))
 
 

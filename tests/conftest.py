@@ -33,6 +33,8 @@ FUNCTIONS = [
 # Beyond elementwise: n-ary ops and reductions, each with a gufunc signature.
 GENERAL = ["linear", "sse", "softmax", "logsumexp", "layer_norm"]
 LEARNABLE = ["prelu", "swish_beta"]
+# Surrogate-gradient ops: a backward that is deliberately not the derivative (docs/surrogates.md).
+SURROGATE = ["ste_round", "ste_sign", "heaviside", "grad_reverse"]
 EXAMPLE_OPS = ["bentid", "isru", "logcosh"]
 
 
@@ -81,3 +83,9 @@ def broken_plugin_path(tmp_path_factory) -> str:
 def general_plugin_path(tmp_path_factory) -> str:
     """plugins/opzoo-general-fixtures, installed into a private folder, for PYTHONPATH."""
     return install_fixture(tmp_path_factory.mktemp("general-site"), "opzoo-general-fixtures")
+
+
+@pytest.fixture(scope="session")
+def surrogate_plugin_path(tmp_path_factory) -> str:
+    """plugins/opzoo-surrogate-fixtures, installed into a private folder, for PYTHONPATH."""
+    return install_fixture(tmp_path_factory.mktemp("surrogate-site"), "opzoo-surrogate-fixtures")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, run_opzoo
+from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE, run_opzoo
 
 import opzoo
 from opzoo._docs import ops_markdown
@@ -18,19 +18,22 @@ BUILTIN = opzoo.load(autoload=False)
 
 def test_builtin_ops_come_through_opzoos_own_entry_points():
     """Every built-in op is registered by opzoo's pyproject entry points, like a plugin's."""
-    assert sorted(BUILTIN.names()) == sorted(FUNCTIONS + GENERAL + LEARNABLE)
+    assert sorted(BUILTIN.names()) == sorted(FUNCTIONS + GENERAL + LEARNABLE + SURROGATE)
     for name in BUILTIN.names():
         spec = BUILTIN.info(name)
         assert (spec.source.dist, spec.source.via) == ("opzoo", "entry point")
 
 
-@pytest.mark.parametrize("name", FUNCTIONS + GENERAL + LEARNABLE)
+@pytest.mark.parametrize("name", FUNCTIONS + GENERAL + LEARNABLE + SURROGATE)
 def test_full_contract(name):
-    """Each built-in declares a summary, a reference, formulas and double-backward support."""
+    """Each built-in declares a summary, a reference, formulas and double-backward support; a
+    surrogate op its surrogate too (each of ours has a differentiable backward: double_backward is
+    checked against the surrogate's second derivative)."""
     spec = BUILTIN.info(name)
     c = spec.contract
     assert spec.summary and c.reference is not None and c.formula and c.derivative
     assert c.double_backward
+    assert (c.surrogate is not None) == (name in SURROGATE)
     assert spec.kind == ("module" if name in LEARNABLE else "function")
 
 
@@ -39,7 +42,7 @@ def _x(n=24):
     return x + 0.0123  # keep clear of the kinks at integers
 
 
-@pytest.mark.parametrize("name", FUNCTIONS + ["softmax", "logsumexp", "layer_norm"])
+@pytest.mark.parametrize("name", FUNCTIONS + SURROGATE + ["softmax", "logsumexp", "layer_norm"])
 def test_vmap_and_grad(name):
     """Ops work under torch.func: vmap matches a loop, grad matches autograd."""
     spec = BUILTIN.info(name)
@@ -114,11 +117,17 @@ def test_learnable_property_checks_cover_their_parameters():
 
 
 @pytest.mark.parametrize(
-    "name", [n for n in FUNCTIONS if n != "legendre_p3"] + ["softmax", "layer_norm"] + LEARNABLE + EXAMPLE_OPS
+    "name",
+    [n for n in FUNCTIONS if n != "legendre_p3"]
+    + ["softmax", "layer_norm"]
+    + LEARNABLE
+    + [n for n in SURROGATE if n != "grad_reverse"]
+    + EXAMPLE_OPS,
 )
 def test_every_op_trains(name):
     """`opzoo train --activation X` trains with every built-in and example-plugin activation
-    (a cubic, legendre_p3, diverges at any useful rate on this net: it is a test op)."""
+    (a cubic, legendre_p3, diverges at any useful rate on this net: it is a test op; grad_reverse
+    is an identity that reverses the gradient, an activation that ascends by design)."""
     result = opzoo.train(activation=name, steps=40, d_in=40, hidden=16, seed=1, lr=3e-6)
     assert all(math.isfinite(v) for v in result.losses)
     assert result.final_loss < result.losses[0]

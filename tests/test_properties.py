@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, run_opzoo
+from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE, run_opzoo
 from correct_ops import CORRECT
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -72,7 +72,7 @@ def test_minimal_example_is_shrunk(wrong_registry):
 
 
 @pytest.mark.parametrize("prop", list(PROPERTIES))
-@pytest.mark.parametrize("name", FUNCTIONS + GENERAL + LEARNABLE + EXAMPLE_OPS)
+@pytest.mark.parametrize("name", FUNCTIONS + GENERAL + LEARNABLE + SURROGATE + EXAMPLE_OPS)
 def test_every_registered_op_passes(name, prop):
     """Every built-in and installed example-plugin op has every property."""
     reg = opzoo.registry()

@@ -1,5 +1,7 @@
 """Deliberately wrong ops: the property tests must catch each one with the right property."""
 
+import math
+
 import torch
 
 import opzoo
@@ -147,6 +149,104 @@ class SilentlyDetachedUndeclared(torch.autograd.Function):
         return grad * 2 * x.detach()
 
 
+class WrongSlopeSurrogate(torch.autograd.Function):
+    """A spike whose arctan backward uses slope 2 where its surrogate atan(pi x)/pi has slope pi."""
+
+    opzoo_contract = opzoo.Contract(
+        reference=lambda x: (x >= 0).to(x.dtype), surrogate=lambda x: torch.atan(math.pi * x) / math.pi
+    )
+
+    @staticmethod
+    def forward(x):
+        return (x >= 0).to(x.dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / (1 + (2 * x) ** 2)  # should be 1 / (1 + (pi x)^2)
+
+
+class SurrogateDetachedDoubleBackward(WrongSlopeSurrogate):
+    """The arctan spike with the right slope, whose backward detaches x: declared double_backward,
+    its second derivative comes out zero where the surrogate's is -2 pi^2 x / (1 + (pi x)^2)^2."""
+
+    opzoo_contract = opzoo.Contract(
+        reference=lambda x: (x >= 0).to(x.dtype),
+        surrogate=lambda x: torch.atan(math.pi * x) / math.pi,
+        double_backward=True,
+    )
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / (1 + (math.pi * x.detach()) ** 2)
+
+
+class _STERoundBase(torch.autograd.Function):
+    opzoo_contract = opzoo.Contract(reference=torch.round, surrogate=lambda x: x)
+
+    @staticmethod
+    def forward(x):
+        return torch.round(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+
+class STEDropsGradOutput(_STERoundBase):
+    """A straight-through round that returns the surrogate's derivative, 1, not grad_output * 1."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.ones_like(grad)
+
+
+class OverflowingSurrogate(torch.autograd.Function):
+    """A spike with a sigmoid surrogate whose backward, k e^(-kx) / (1 + e^(-kx))^2, is inf / inf =
+    nan once e^(-kx) overflows (x < -22 in float32, x < -178 in float64)."""
+
+    opzoo_contract = opzoo.Contract(
+        reference=lambda x: (x >= 0).to(x.dtype), surrogate=lambda x: torch.sigmoid(4 * x)
+    )
+
+    @staticmethod
+    def forward(x):
+        return (x >= 0).to(x.dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        e = torch.exp(-4 * x)
+        return grad * 4 * e / (1 + e) ** 2
+
+
+class UndeclaredSTE(torch.autograd.Function):
+    """A straight-through round that does not declare its surrogate: gradient fails, with a hint."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.round)
+
+    @staticmethod
+    def forward(x):
+        return torch.round(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
 # op name -> (class, the property that must fail, a phrase its report must contain)
 WRONG = {
     "wrong_sign": (WrongSign, "gradient", "Jacobian mismatch"),
@@ -162,4 +262,21 @@ WRONG = {
         "second derivative is wrong, with contiguous grad_output",
     ),
     "detached_undeclared": (SilentlyDetachedUndeclared, "double_backward", "once_differentiable"),
+    "wrong_slope_surrogate": (WrongSlopeSurrogate, "gradient", "differs from the declared surrogate"),
+    "ste_drops_grad_output": (STEDropsGradOutput, "gradient", "not multiplied by grad_output"),
+    "overflowing_surrogate": (
+        OverflowingSurrogate,
+        "gradient",
+        "differs from the declared surrogate at large |x|",
+    ),
+    "surrogate_double_backward": (
+        SurrogateDetachedDoubleBackward,
+        "double_backward",
+        "second derivative with respect to the input differs from the declared surrogate's",
+    ),
+    "undeclared_ste": (
+        UndeclaredSTE,
+        "gradient",
+        "if the backward is meant as a surrogate, declare `surrogate=`",
+    ),
 }

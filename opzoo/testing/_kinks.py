@@ -25,7 +25,9 @@ def one_sided(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> tu
         f0, up, down = fn(x), fn(x + H), fn(x - H)
     right, left = (up - f0) / H, (f0 - down) / H
     scale = 1 + torch.maximum(right.abs(), left.abs())
-    kink = ((right - left).abs() > 1e-3 * scale) & right.isfinite() & left.isfinite()
+    # continuous (a kink, not a jump: a step's one-sided "derivative" is 1/H, and no subgradient)
+    continuous = (up - down).abs() <= 1e-3 * (1 + f0.abs())
+    kink = ((right - left).abs() > 1e-3 * scale) & continuous & right.isfinite() & left.isfinite()
     return kink, left, right
 
 

@@ -37,13 +37,17 @@ from opzoo.testing._bound import (
 )
 from opzoo.testing._forward import forward_mode
 from opzoo.testing._library import library, why_not_bridged
+from opzoo.testing._surrogate import piecewise_constant_hint, surrogate_double_backward, surrogate_gradient
 from opzoo.testing.strategies import KINK_MARGIN
 
 # -- the properties -------------------------------------------------------------------------------
 
 
 def gradient(op: Bound, *xs: torch.Tensor) -> None:
-    """gradcheck in float64: analytic backward vs central differences; undefined grads, dtypes."""
+    """gradcheck in float64: analytic backward vs central differences; undefined grads, dtypes.
+    A surrogate op: its backward vs its declared surrogate's autograd gradient (_surrogate.py)."""
+    if op.spec.contract.surrogate is not None:
+        return surrogate_gradient(op, *xs)
     if all(x.numel() == 0 for x in xs):
         return  # nothing to differentiate (and an empty reduction's -inf confuses gradcheck)
     if sum(x.numel() for x in xs) > LARGE:
@@ -73,7 +77,7 @@ def gradient(op: Bound, *xs: torch.Tensor) -> None:
                 raise
             check(moved)  # the kinks excused, everything else is checked again
     except GradcheckError as exc:
-        message = one_line(exc, with_type=False, lines=3)
+        message = one_line(exc, with_type=False, lines=3) + piecewise_constant_hint(op, *xs)
         raise PropertyFailed(message, worst=worst_gradient_mismatch(op, xs)) from None
 
 
@@ -114,7 +118,9 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
     non-contiguous grad_outputs, in a graph where each input is also used elsewhere (so that a
     silently detached backward shows as a wrong second derivative, not as an error that hides it).
     One that raises, or is marked once_differentiable, is a skip, unless double_backward=True is
-    declared: then it must work."""
+    declared: then it must work. A surrogate op: against its surrogate's second derivative."""
+    if op.spec.contract.surrogate is not None:
+        return surrogate_double_backward(op, *xs)
     if all(x.numel() == 0 for x in xs) or sum(x.numel() for x in xs) > LARGE:
         return  # nothing to differentiate; or too large for second-order finite differences
     declared = op.spec.contract.double_backward
@@ -196,7 +202,8 @@ def _marked_once_differentiable(grads: Sequence[torch.Tensor | None]) -> bool:
 def reference(op: Bound, *xs: torch.Tensor) -> None:
     """Forward and gradient match the declared reference: in float64, and in each lower dtype the
     op declares against the float64 reference (at the rounded inputs), where the op may be off by
-    the dtype's tolerance plus twice what the reference itself is off by in that dtype."""
+    the dtype's tolerance plus twice what the reference itself is off by in that dtype. A surrogate
+    op: the forward only (its gradient is the surrogate's, checked by gradient)."""
     ref = op.spec.contract.reference
     kinks = op.spec.contract.kinks_at(op.params)
     for name in op.spec.contract.dtypes:
@@ -205,16 +212,21 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
         lop = op if dtype == torch.float64 else _cast(op, dtype)
         outs, grads = vjp(lop, lows)
         gs = grad_outputs(outs)
-        want, want_grads = _ref_vjp(ref, op.params, tuple(x.double() for x in lows), [g.double() for g in gs])
+        surrogate = op.spec.contract.surrogate is not None
+        x64, g64 = tuple(x.double() for x in lows), [g.double() for g in gs]
+        want, want_grads = _ref_vjp(ref, op.params, x64, g64, forward_only=surrogate)
         par = par_grads = (None,) * max(len(outs), len(xs))
         if dtype != torch.float64:
-            par, par_grads = _ref_vjp(ref, op.params, lows, gs)
+            par, par_grads = _ref_vjp(ref, op.params, lows, gs, forward_only=surrogate)
+            par_grads = par_grads or (None,) * len(xs)
         tol = TOLERANCES[dtype]
         x0 = lows[0] if len(lows) == 1 else None
         scaled = not op.spec.contract.sig.elementwise
         for j, (got, expected) in enumerate(zip(outs, want)):
             what = f"forward in {name} differs from the reference{where(j, len(outs), 'output')}"
             close(got, expected, tol, what, x0, par=par[j], scaled=scaled)
+        if surrogate:
+            continue  # the gradient is the declared surrogate's, which gradient checks
         for i, (got, expected, x) in enumerate(zip(grads, want_grads, xs)):
             what = f"gradient in {name} differs from the reference's{where(i, len(xs), 'input')}"
             if not kinks:
@@ -231,12 +243,20 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
 
 
 def _ref_vjp(
-    ref: Callable[..., object], params: dict[str, object], xs: Tensors, gs: Sequence[torch.Tensor]
+    ref: Callable[..., object],
+    params: dict[str, object],
+    xs: Tensors,
+    gs: Sequence[torch.Tensor],
+    *,
+    forward_only: bool = False,
 ) -> tuple[Tensors, Tensors]:
-    """The reference's outputs and its autograd gradient, in the dtype of ``xs``."""
-    leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
+    """The reference's outputs and its autograd gradient, in the dtype of ``xs`` (no gradient for
+    ``forward_only``: a surrogate op's reference, like torch.heaviside, may have none)."""
+    leaves = tuple(x.detach().clone().requires_grad_(not forward_only) for x in xs)
     outs = ref(*leaves, **params)
     outs = outs if isinstance(outs, tuple) else (outs,)
+    if forward_only:
+        return tuple(o.detach() for o in outs), ()
     grads = torch.autograd.grad(outs, leaves, tuple(gs), allow_unused=True)
     return (
         tuple(o.detach() for o in outs),

@@ -1,0 +1,292 @@
+"""Surrogate-gradient ops: a backward that is deliberately not the derivative of the forward (a
+straight-through estimator, a spiking neuron's smooth surrogate, gradient reversal), checked against
+the autograd gradient of the surrogate the op declares (``Contract(surrogate=...)``).
+
+Finite differences of a piecewise-constant forward (round, sign, a spike) are zero almost everywhere
+and say nothing about such a backward, so they are not used: the oracle is the surrogate,
+differentiated by autograd in float64 (spikingjelly checks its own surrogates against their smooth
+"primitive functions" so; opzoo does it for any op that declares one). The ``gradient`` and
+``double_backward`` properties hand surrogate ops to this module; ``piecewise_constant_hint`` tells
+the author of an op that fails ``gradient`` that a surrogate may be what they meant.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import torch
+
+from opzoo._records import one_line
+from opzoo.testing._bound import (
+    TOLERANCES,
+    Bound,
+    PropertyFailed,
+    PropertySkipped,
+    Tensors,
+    grad_outputs,
+    noncontiguous,
+    ramp,
+    vjp,
+    where,
+)
+from opzoo.testing.strategies import KINK_MARGIN, domain_box
+
+#: Each drawn input is also checked scaled by these (clamped to the dtype's largest value; inf: that
+#: value itself): where a naive surrogate backward overflows, exp(slope * x) or (slope * x)**2 ->
+#: inf / inf = nan. Scaling the drawn input, rather than checking fixed extremes, keeps hypothesis'
+#: counterexample minimal and the failure reproducible from it.
+SCALES = (1e2, 1e4, 1e8, 1e30, 1e300, math.inf)
+
+HINT = (
+    " (the forward is piecewise constant: the gradient is zero almost everywhere; if the "
+    "backward is meant as a surrogate, declare `surrogate=` in the contract, see docs/surrogates.md)"
+)
+
+
+# -- gradient -------------------------------------------------------------------------------------
+
+
+def surrogate_gradient(op: Bound, *xs: torch.Tensor) -> None:
+    """The backward is the autograd gradient of the declared surrogate: in float64 at float64
+    precision, in each lower dtype the op declares against the float64 surrogate at the rounded
+    inputs, and (elementwise ops) at the inputs scaled up to each dtype's largest value."""
+    if all(x.numel() == 0 for x in xs):
+        return
+    contract = op.spec.contract
+    dtypes = [getattr(torch, name) for name in contract.dtypes]
+    for dtype in dtypes:
+        _compare(op, tuple(x.to(dtype) for x in xs))
+    if not contract.sig.elementwise:
+        return
+    for scale in SCALES:
+        for dtype in dtypes:
+            big = torch.finfo(dtype).max
+            scaled = tuple(_scaled(x, scale, big).to(dtype) for x in xs)
+            if all(bool(((x > contract.domain[0]) & (x < contract.domain[1])).all()) for x in scaled):
+                times = f"times {scale:g}, clamped to" if math.isfinite(scale) else "pushed to"
+                _compare(op, scaled, f" at large |x| (the input {times} +-{name_of(dtype)}'s largest)")
+
+
+def _scaled(x: torch.Tensor, scale: float, big: float) -> torch.Tensor:
+    """``x * scale`` in float64, clamped to [-big, big]; zeros stay zero (an infinite scale too)."""
+    x = x.double()
+    return torch.where(x == 0, x, (x * scale).nan_to_num().clamp(-big, big))
+
+
+def name_of(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def surrogate_vjp(op: Bound, xs: Sequence[torch.Tensor], gs: Sequence[torch.Tensor]) -> Tensors:
+    """The gradient of ``sum(surrogate(x)_j * g_j)`` with respect to each input, in float64 (zeros
+    where the surrogate does not depend on an input)."""
+    x64 = tuple(x.detach().double().requires_grad_() for x in xs)
+    outs = _surrogate_outputs(op, x64, len(gs))
+    pairs = [(o, g.detach().double()) for o, g in zip(outs, gs) if o.requires_grad]
+    if not pairs:
+        return tuple(torch.zeros_like(x) for x in x64)
+    grads = torch.autograd.grad([o for o, _ in pairs], x64, [g for _, g in pairs], allow_unused=True)
+    return tuple(torch.zeros_like(x) if g is None else g.detach() for x, g in zip(x64, grads))
+
+
+def _surrogate_outputs(op: Bound, x64: Tensors, n_outputs: int) -> Tensors:
+    surrogate = op.spec.contract.surrogate
+    try:
+        out = surrogate(*x64, **op.params)
+    except Exception as exc:  # the author's callable: say whose error it is
+        raise PropertyFailed(f"the declared surrogate raised {one_line(exc, with_type=True)}") from None
+    outs = out if isinstance(out, tuple) else (out,)
+    if len(outs) != n_outputs or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise PropertyFailed(
+            f"the declared surrogate returned {len(outs)} value(s), but the op has {n_outputs} output(s)"
+        )
+    return outs
+
+
+def _compare(op: Bound, xs: Tensors, at: str = "") -> None:
+    outs, grads = vjp(op, xs)
+    gs = grad_outputs(outs)
+    want = surrogate_vjp(op, xs, gs)
+    name = name_of(xs[0].dtype)
+    for i, (got, expected, x) in enumerate(zip(grads, want, xs)):
+        what = f"gradient in {name}{where(i, len(xs), 'input')} differs from the declared surrogate{at}"
+        bad = _mismatch(got.double(), expected, TOLERANCES[xs[0].dtype])
+        if bad is None:
+            continue
+        hint = ""
+        ones = vjp(op, xs, tuple(torch.ones_like(o) for o in outs))[1][i]
+        if x.numel() > 0 and bool(ones.ne(0).any()) and torch.equal(ones, got):
+            hint = " (the same for grad_output = 1: is the backward not multiplied by grad_output?)"
+        raise _failure(what, bad, got, expected, x, hint)
+
+
+def _mismatch(got: torch.Tensor, want: torch.Tensor, tol: dict[str, float]) -> torch.Tensor | None:
+    """The elements where ``got`` and ``want`` differ, or None. Where the surrogate's own gradient is
+    not finite it cannot be an oracle: those elements are not compared."""
+    bad = ~torch.isclose(got, want, **tol) & torch.isfinite(want)
+    return bad if bad.any() else None
+
+
+def _failure(
+    what: str,
+    bad: torch.Tensor,
+    got: torch.Tensor,
+    want: torch.Tensor,
+    x: torch.Tensor,
+    hint: str = "",
+    of: str = "gradient",
+) -> PropertyFailed:
+    """A failure naming the worst element by its index, with the op's and the surrogate's values."""
+    got, want = got.double(), want.double()
+    diff = torch.where(bad, (got - want).abs().nan_to_num(math.inf), -1.0)
+    flat = int(diff.reshape(-1).argmax())
+    index = tuple(int(v) for v in torch.unravel_index(torch.tensor(flat), tuple(got.shape)))
+    g, w = got.reshape(-1)[flat].item(), want.reshape(-1)[flat].item()
+    at_x = f" (x = {x.reshape(-1)[flat].item():.9g})" if x.shape == got.shape else ""
+    return PropertyFailed(
+        f"{what}: {int(bad.sum())} of {bad.numel()} elements differ; worst at index {list(index)}{at_x}: "
+        f"the op's {of} is {g:.9g}, the surrogate's is {w:.9g}{hint}",
+        worst={
+            "index": index,
+            "x": x.reshape(-1)[flat].item() if x.shape == got.shape else math.nan,
+            "surrogate": w,
+            "analytic": g,
+        },
+    )
+
+
+# -- double backward ------------------------------------------------------------------------------
+
+
+def surrogate_double_backward(op: Bound, *xs: torch.Tensor) -> None:
+    """Second derivatives that come back are the declared surrogate's: with respect to the inputs
+    and to grad_output, with contiguous and non-contiguous grad_outputs, in float64. A backward that
+    raises (or is once_differentiable) is a skip unless double_backward=True is declared; a
+    surrogate with no second derivative of its own is a skip."""
+    if all(x.numel() == 0 for x in xs):
+        return
+    declared = op.spec.contract.double_backward
+    outs0 = op.outputs(*xs)
+    for layout in ("contiguous", "non-contiguous"):
+        gs = grad_outputs(outs0)
+        if layout == "non-contiguous":
+            gs = tuple(noncontiguous(g) for g in gs)
+            if all(g.is_contiguous() for g in gs):
+                continue
+        try:
+            got = _second(lambda *leaves: op.outputs(*leaves), xs, gs)
+        except RuntimeError as exc:
+            if declared:
+                raise PropertyFailed(f"double_backward=True is declared, but: {one_line(exc)}") from None
+            raise PropertySkipped(f"no second derivative ({one_line(exc, with_type=False)})") from None
+        try:
+            want = _second(lambda *leaves: _surrogate_outputs(op, leaves, len(gs)), xs, gs)
+        except RuntimeError as exc:
+            raise PropertySkipped(
+                f"the declared surrogate has no second derivative ({one_line(exc, with_type=False)})"
+            ) from None
+        names = [f"input{where(i, len(xs), '')}" for i in range(len(xs))]
+        names += [f"grad_output{where(j, len(gs), '')}" for j in range(len(gs))]
+        for k, (g, w, name) in enumerate(zip(got, want, names)):
+            bad = _mismatch(g, w, TOLERANCES[torch.float64])
+            if bad is None:
+                continue
+            x = xs[min(k, len(xs) - 1)]  # shown where its shape matches the element's
+            hint = (
+                ""
+                if declared
+                else " (a backward that is not differentiable should be decorated with "
+                "torch.autograd.function.once_differentiable, so that asking is an error)"
+            )
+            raise _failure(
+                f"second derivative with respect to the {name} differs from the declared surrogate's, "
+                f"with {layout} grad_output",
+                bad,
+                g,
+                w,
+                x,
+                hint,
+                of="second derivative",
+            )
+
+
+def _second(fn: Any, xs: Tensors, gs: Tensors) -> Tensors:
+    """d/d(x, g) of ``sum(first_i * v_i)``, where ``first = vjp(fn, x, g)``: one tensor per input
+    and per grad_output (zeros where nothing depends on it), in float64."""
+    leaves = tuple(x.detach().double().requires_grad_() for x in xs)
+    g_leaves = tuple(g.detach().double().requires_grad_() for g in gs)
+    outs = fn(*leaves)
+    pairs = [(o, g) for o, g in zip(outs, g_leaves) if o.requires_grad]
+    wrt = (*leaves, *g_leaves)
+    if not pairs:
+        return tuple(torch.zeros_like(t) for t in wrt)
+    firsts = torch.autograd.grad(
+        [o for o, _ in pairs], leaves, [g for _, g in pairs], create_graph=True, allow_unused=True
+    )
+    if _once_differentiable(firsts):
+        raise RuntimeError("the backward is marked once_differentiable")
+    chosen = [(f, ramp(f.detach(), k + 1)) for k, f in enumerate(firsts) if f is not None and f.requires_grad]
+    if not chosen:
+        return tuple(torch.zeros_like(t) for t in wrt)
+    seconds = torch.autograd.grad([f for f, _ in chosen], wrt, [v for _, v in chosen], allow_unused=True)
+    return tuple(torch.zeros_like(t) if s is None else s.detach() for t, s in zip(wrt, seconds))
+
+
+def _once_differentiable(grads: Sequence[torch.Tensor | None]) -> bool:
+    """Whether the graph of ``grads`` holds the error node once_differentiable leaves: it is
+    connected to no input, so autograd prunes it and answers None (zero) instead of raising."""
+    stack = [g.grad_fn for g in grads if g is not None and g.grad_fn is not None]
+    seen: set[int] = set()
+    while stack:
+        fn = stack.pop()
+        if id(fn) not in seen:
+            seen.add(id(fn))
+            if type(fn).__name__ in ("Error", "DelayedError"):
+                return True
+            stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
+    return False
+
+
+# -- the hint for ops that should declare one -----------------------------------------------------
+
+
+def piecewise_constant_hint(op: Bound, *xs: torch.Tensor) -> str:
+    """The hint to append to a failed ``gradient`` when the forward is locally constant while the
+    backward is not zero; else "". An elementwise op is probed at points spread over its domain (a
+    shrunk counterexample often sits on the jump itself, x = 0 for a step), another op at ``xs``."""
+    if op.spec.contract.surrogate is not None or all(x.numel() == 0 for x in xs):
+        return ""
+    try:
+        probe = tuple(x.detach() for x in xs)
+        if op.spec.contract.sig.elementwise:
+            lo, hi = domain_box(op.spec.contract.domain, KINK_MARGIN)
+            # 40 points: none falls on an integer or a half-integer (where round, sign or a step
+            # jump) for the default box [-6, 6]
+            spread = torch.linspace(lo, hi, 40, dtype=xs[0].dtype, device=xs[0].device)
+            probe = tuple(spread for _ in xs)
+        if not _locally_constant(op, probe):
+            return ""
+        _, grads = vjp(op, probe)
+        return HINT if any(bool(g.ne(0).any()) for g in grads) else ""
+    except Exception:  # a hint must never hide the failure it decorates
+        return ""
+
+
+def _locally_constant(op: Bound, xs: Tensors) -> bool:
+    """Whether nudging each input by a relative 1e-7 changes no output at all."""
+    with torch.no_grad():
+        base = op.outputs(*xs)
+        for i, x in enumerate(xs):
+            if x.numel() == 0:
+                continue
+            step = (
+                1e-7
+                * x.abs().clamp(min=1.0)
+                * torch.linspace(0.5, 1.5, x.numel(), dtype=x.dtype).reshape(x.shape).to(x.device)
+            )
+            for sign in (1.0, -1.0):
+                nudged = op.outputs(*xs[:i], x + sign * step, *xs[i + 1 :])
+                if not all(torch.equal(a, b) for a, b in zip(nudged, base)):
+                    return False
+    return True
