@@ -13,7 +13,7 @@ from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE
 from correct_ops import CORRECT
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from wrong_ops import WRONG
+from wrong_ops import ONLY, WRONG
 
 import opzoo
 from opzoo.testing import PROPERTIES, check_property, noncontiguous, tensors
@@ -37,6 +37,18 @@ def test_each_wrong_op_is_caught_by_the_right_property(wrong_registry, name):
     report = result.report()
     assert phrase in report
     assert "example:" in report and "values:" in report and "reproduce:" in report
+
+
+@pytest.mark.parametrize("name", ONLY)
+def test_each_blind_spot_is_caught_only_by_its_new_check(wrong_registry, name):
+    """A wrong op that finite differences cannot see passes every other property: only the check
+    built for its blind spot catches it."""
+    _, caught_by, _ = WRONG[name]
+    for prop in PROPERTIES:
+        if prop == caught_by:
+            continue
+        result = check_property(wrong_registry.info(name), prop, profile="ci")
+        assert result.status in ("pass", "skip"), result.report()
 
 
 @pytest.mark.parametrize("name", list(CORRECT))

@@ -248,6 +248,108 @@ class UndeclaredSTE(torch.autograd.Function):
 
 
 # op name -> (class, the property that must fail, a phrase its report must contain)
+class _Tanh(torch.autograd.Function):
+    """tanh, no contract: the blind-spot ops below start from it."""
+
+    @staticmethod
+    def forward(x):
+        return torch.tanh(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+
+class WrongOn0d(_Tanh):
+    """Right, except on a 0-d tensor (a shape special case gone wrong)."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        slope = 1 - y * y
+        return grad * (2 * slope if y.dim() == 0 else slope)
+
+
+class WrongAboveFastPathSize(_Tanh):
+    """Right up to 4,096 elements; a 'fast path' above that forgets the square."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        if y.numel() > 4096:
+            return grad * (1 - y)
+        return grad * (1 - y * y)
+
+
+class Float32Backward(_Tanh):
+    """A float64 backward computed in float32: 1e-8 relative error, inside gradcheck's tolerance
+    (once_differentiable, as many hand-written backwards are: no second derivative to give it away)."""
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return (grad.float() * (1 - y.float() * y.float())).to(grad.dtype)
+
+
+class OverflowingBackward(torch.autograd.Function):
+    """sigmoid whose backward, exp(-x) / (1 + exp(-x))^2, overflows to nan at x < -710 (the true
+    gradient there is about 0)."""
+
+    @staticmethod
+    def forward(x):
+        return torch.sigmoid(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        e = torch.exp(-x)
+        return grad * e / (1 + e) ** 2
+
+
+class NeedsInputGradSwapped(torch.autograd.Function):
+    """x * w (elementwise, two inputs) whose backward reads needs_input_grad at swapped indices:
+    right when both inputs require grad, wrong when only one does."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, w):
+        return x * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        gx = grad * w if ctx.needs_input_grad[1] else None
+        gw = grad * x if ctx.needs_input_grad[0] else None
+        return gx, gw
+
+
+class WrongValueAtUndeclaredKink(torch.autograd.Function):
+    """ReLU with no contract whose gradient at exactly 0 is 5: no valid subgradient."""
+
+    @staticmethod
+    def forward(x):
+        return x.clamp(min=0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.where(x == 0, 5.0, (x > 0).to(grad.dtype))
+
+
 WRONG = {
     "wrong_sign": (WrongSign, "gradient", "Jacobian mismatch"),
     "wrong_part": (WrongOnPartOfDomain, "gradient", "Jacobian mismatch"),
@@ -274,9 +376,24 @@ WRONG = {
         "double_backward",
         "second derivative with respect to the input differs from the declared surrogate's",
     ),
+    # blind spots of finite differences, each caught only by the check named (test_properties)
+    "wrong_on_0d": (WrongOn0d, "gradient", "Jacobian mismatch"),
+    "wrong_above_4096": (WrongAboveFastPathSize, "gradient", "directional derivative mismatch"),
+    "float32_backward": (Float32Backward, "autograd", "is part of the backward computed in a lower"),
+    "overflowing_backward": (OverflowingBackward, "extremes", "the forward is finite but the gradient"),
+    "needs_input_grad_swapped": (NeedsInputGradSwapped, "subsets", "needs_input_grad at the right index"),
+    "wrong_at_undeclared_kink": (WrongValueAtUndeclaredKink, "gradient", "no valid subgradient"),
     "undeclared_ste": (
         UndeclaredSTE,
         "gradient",
         "if the backward is meant as a surrogate, declare `surrogate=`",
     ),
 }
+
+
+#: The blind spots: ops that every property but the one named in WRONG passes (or skips).
+ONLY = [
+    "float32_backward",
+    "overflowing_backward",
+    "needs_input_grad_swapped",
+]

@@ -17,7 +17,7 @@ from torch.autograd.gradcheck import GradcheckError
 
 from opzoo._records import one_line
 from opzoo._registry import OpSpec
-from opzoo.testing import _kinks
+from opzoo.testing import _kinks, _oracles
 from opzoo.testing._bound import (
     EXACT,
     LARGE,
@@ -428,6 +428,9 @@ PROPERTIES: dict[str, Property] = {
         Property("layout", layout, edges=True),
         Property("hygiene", hygiene, edges=True),
         Property("kinks", kinks, _needs_kinks),
+        Property("autograd", _oracles.autograd, _oracles.oracle_applies, fixed=2, edges=True),
+        Property("extremes", _oracles.extremes, fixed=2),
+        Property("subsets", _oracles.subsets, _oracles.subsets_apply, edges=True),
         # Compiling is slow: once, on one fixed input.
         Property("compile", compile, drawn=False, fixed=1),
         Property("forward_mode", forward_mode, _one_input, fixed=1),
