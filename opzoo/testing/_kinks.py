@@ -45,8 +45,10 @@ def excuse(op: Bound, x: torch.Tensor, *, order: int = 1) -> torch.Tensor | None
     """If ``x`` has elements at undeclared kinks (of the op for ``order`` 1, of its derivative for
     2): check the op's value there lies between the one-sided derivatives, note it, and return
     ``x`` with those elements moved off the kink; None if there is no kink to excuse."""
-    fn = (lambda t: op(t)) if order == 1 else derivative(op)
-    kink, left, right = one_sided(fn, x.detach())
+    kink, left, right = one_sided(lambda t: op(t), x.detach())
+    if order == 2:
+        # the derivative jumps at the op's kinks, and has kinks of its own where f'' jumps
+        kink = kink | one_sided(derivative(op), x.detach())[0]
     if not kink.any():
         return None
     if order == 1:
