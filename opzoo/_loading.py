@@ -8,6 +8,7 @@ strict mode turns a failure into an error.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Callable, Iterable, Mapping
@@ -15,7 +16,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pluggy
 
 from opzoo import hookspecs
-from opzoo._records import Failure, Source, canonical_dist, one_line
+from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist, one_line
 from opzoo._registry import Registry, import_path
 from opzoo.exceptions import PluginError
 
@@ -73,7 +74,7 @@ class Plugins:
             source = self.source(impl.plugin_name)
             try:
                 result = impl.function(**{k: kwargs[k] for k in impl.argnames})
-            except Exception as exc:  # a plugin's hook may raise anything; isolate it
+            except PLUGIN_ERRORS as exc:  # a plugin's hook may raise anything; isolate it
                 record(Failure(source, f"hook {hook} raised{about}: {one_line(exc)}"))
                 continue
             if result is None:
@@ -161,12 +162,17 @@ def load(
 def _register_hook_plugin(plugins: Plugins, registry: Registry, d: Declared) -> None:
     pm, source = plugins.pm, d.source("hook")
     name = f"{d.dist or 'local'}:{d.name}"
+    began = time.perf_counter()
     try:
         plugin = import_path(d.value)
         pm.register(plugin, name=name)
-    except Exception as exc:  # a plugin's import may raise anything; isolate it
+    except PLUGIN_ERRORS as exc:  # a plugin's import may raise anything; isolate it
         registry.record(Failure(source, one_line(exc)))
         return
+    finally:
+        took = time.perf_counter() - began
+        if took > SLOW_IMPORT:
+            registry._slow.append(f"importing {source} ({source.entry_point}) took {took:.1f} s")
     # pluggy defers unknown hook names to check_pending(), which fails for all plugins at once.
     unknown = [
         impl.function.__name__
@@ -192,7 +198,7 @@ def _collect_hook_ops(plugins: Plugins, registry: Registry) -> None:
                 continue
             if not isinstance(offered, Mapping):
                 raise TypeError(f"opzoo_ops must return a mapping, got {type(offered).__name__}")
-        except Exception as exc:
+        except PLUGIN_ERRORS as exc:
             registry.record(Failure(source, f"hook opzoo_ops raised {one_line(exc)}"))
             continue
         for name, ref in offered.items():

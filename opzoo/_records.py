@@ -13,6 +13,12 @@ from opzoo.exceptions import OpZooError
 
 LOCAL = "local"  # the qualifier of ops registered in-process
 
+#: What plugin code may raise and is contained as that plugin's failure: any Exception, and
+#: SystemExit (a plugin calling sys.exit at import must not end opzoo). KeyboardInterrupt still stops.
+PLUGIN_ERRORS = (Exception, SystemExit)
+#: A plugin whose import takes longer than this many seconds gets a note naming it.
+SLOW_IMPORT = 1.0
+
 
 def canonical_dist(name: str) -> str:
     """Return a distribution name normalised as packaging does (PEP 503)."""

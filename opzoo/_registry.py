@@ -10,11 +10,12 @@ import importlib
 import inspect
 import re
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from opzoo._contract import Contract, contract_of, summary_of, validate
-from opzoo._records import Failure, Source, canonical_dist, one_line
+from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist, one_line
 from opzoo.exceptions import (
     ContractError,
     DuplicateOpError,
@@ -161,18 +162,22 @@ class _Offer:
     ref: Any  # the op class, or an import path resolved on first use
     spec: OpSpec | None = None
     failure: Failure | None = None
+    seconds: float = 0.0  # how long resolving (importing) took
 
     def resolve(self) -> OpSpec:
         if self.spec is not None:
             return self.spec
         if self.failure is not None:
             raise PluginError(self.failure)
+        began = time.perf_counter()
         try:
             target = import_path(self.ref) if isinstance(self.ref, str) else self.ref
             self.spec = make_spec(self.name, target, self.source)
-        except Exception as exc:  # a plugin's import may raise anything; isolate it
+        except PLUGIN_ERRORS as exc:  # a plugin's import may raise anything; isolate it
             self.failure = Failure(self.source, one_line(exc), self.name)
             raise PluginError(self.failure) from exc
+        finally:
+            self.seconds = time.perf_counter() - began
         return self.spec
 
 
@@ -185,6 +190,7 @@ class Registry:
     #: The pluggy plugins (:class:`opzoo._loading.Plugins`), when loaded with any; None for tests.
     plugins: Any = None
     _strategies: dict[tuple[str, str], Any] = field(default_factory=dict)
+    _slow: list[str] = field(default_factory=list)  # hook plugins that were slow to import
 
     # -- adding -----------------------------------------------------------------------------
 
@@ -311,6 +317,16 @@ class Registry:
                 except PluginError:
                     pass
         return specs
+
+    def slow(self, threshold: float = SLOW_IMPORT) -> list[str]:
+        """One line per plugin source whose imports took longer than ``threshold`` seconds."""
+        lines = [
+            f"importing {o.source} ({o.source.entry_point}) took {o.seconds:.1f} s"
+            for offers in self._offers.values()
+            for o in offers
+            if o.seconds > threshold
+        ]
+        return lines + [line for line in self._slow if line not in lines]
 
     def failures(self) -> list[Failure]:
         """Return every failure seen so far (loading, validation, duplicates)."""

@@ -7,6 +7,7 @@ Heavy imports (torch, the trainer, the property tests) happen inside the subcomm
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any, Callable, Sequence
 
@@ -95,6 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE
+        if getattr(args, "json", False):
+            # plugins may print while they load or run: keep the JSON on stdout alone
+            args.json_stdout = sys.stdout
+            with contextlib.redirect_stdout(sys.stderr):
+                return COMMANDS[args.command][1](args)
         return COMMANDS[args.command][1](args)
     except _UsageError as exc:
         print(f"opzoo: error: {exc}", file=sys.stderr)
@@ -109,3 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `opzoo list | head` closed the pipe; not an error of ours.
         sys.stderr.close()
         return EXIT_OK
+    finally:
+        registry = getattr(locals().get("args"), "loaded_registry", None)
+        for line in registry.slow() if registry is not None else ():
+            print(f"opzoo: note: {line}", file=sys.stderr)

@@ -7,17 +7,28 @@ for torch; the library is imported inside each ``run_*``.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+from typing import Any, TextIO
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def registry_from(args: argparse.Namespace) -> Any:
-    """Load the registry as the command line asks; the command passes it on to the library."""
+    """Load the registry as the command line asks; the command passes it on to the library.
+
+    It is kept on ``args`` too, so that the command line can say afterwards which plugins were slow.
+    """
     from opzoo._loading import load
 
-    return load(
+    args.loaded_registry = load(
         autoload=False if args.no_autoload else None,
         block=args.block or (),
         strict=True if args.strict else None,
     )
+    return args.loaded_registry
+
+
+def json_stream(args: argparse.Namespace) -> TextIO:
+    """Where a command writes its JSON: the real stdout. While a command runs with ``--json``,
+    anything else printed to stdout (a plugin printing at import) goes to stderr instead."""
+    return getattr(args, "json_stdout", None) or sys.stdout

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from opzoo._commands import EXIT_OK, registry_from
+from opzoo._commands import EXIT_OK, json_stream, registry_from
 from opzoo.exceptions import ConfigError
 
 _SECTIONS = ("ops", "memory", "trainer", "startup")
@@ -103,7 +103,8 @@ def run_bench(args: argparse.Namespace) -> int:
                     "rows": [r.to_dict() for r in rows],
                 },
                 indent=2,
-            )
+            ),
+            file=json_stream(args),
         )
         return EXIT_OK
     from opzoo._table import text_table

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any, Sequence
 
-from opzoo._commands import EXIT_FAILED, EXIT_OK, registry_from
+from opzoo._commands import EXIT_FAILED, EXIT_OK, json_stream, registry_from
 from opzoo.exceptions import ConfigError
 from opzoo.testing._profiles import HELP as PROFILES_HELP
 from opzoo.testing._profiles import PROFILES
@@ -50,6 +50,10 @@ def run_check(args: argparse.Namespace) -> int:
     if args.examples is not None and args.examples <= 0:
         raise ConfigError(f"--examples must be a positive integer, got {args.examples}")
     reg = registry_from(args)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda: CUDA is not available here, so nothing would be checked")
     from opzoo.testing._runner import check, parse_properties
 
     try:
@@ -80,7 +84,8 @@ def run_check(args: argparse.Namespace) -> int:
                 {"results": [r.to_dict() for r in results], "broken": [str(f) for f in broken]},
                 indent=2,
                 default=str,
-            )
+            ),
+            file=json_stream(args),
         )
         return EXIT_FAILED if failed or broken else EXIT_OK
     _print_check_table(results, devices)

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from opzoo._commands import EXIT_OK, registry_from
+from opzoo._commands import EXIT_OK, json_stream, registry_from
 
 
 def add_list(sub: Any) -> argparse.ArgumentParser:
@@ -36,7 +36,7 @@ def run_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = reg.rows()
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows, indent=2), file=json_stream(args))
         return EXIT_OK
     from opzoo._table import text_table
 
@@ -65,7 +65,7 @@ def run_info(args: argparse.Namespace) -> int:
     spec = registry_from(args).info(args.name)
     d = spec.to_dict()
     if args.json:
-        print(json.dumps(d, indent=2, default=str))
+        print(json.dumps(d, indent=2, default=str), file=json_stream(args))
         return EXIT_OK
     width = max(len(k) for k in d)
     for key, value in d.items():

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from opzoo._commands import EXIT_OK, registry_from
+from opzoo._commands import EXIT_OK, json_stream, registry_from
 from opzoo.exceptions import ConfigError
 
 
@@ -181,7 +181,7 @@ def run_train(args: argparse.Namespace) -> int:
         plot_losses(args.plot, [(r.label, r.losses) for r in results], title)
     if args.json:
         out = [r.to_dict() for r in results]
-        print(json.dumps(out if many else out[0], indent=2))
+        print(json.dumps(out if many else out[0], indent=2), file=json_stream(args))
     elif many:
         from opzoo._table import text_table
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Run `opzoo check --profile ci` over the whole zoo N times and compare the verdicts.
+
+    .venv/bin/python benchmarks/check_repeat.py [N] [opzoo check options]
+
+Prints, per run, its wall time and whether every (op, property) verdict equals the first run's; exits
+1 if any differs. The result goes into docs/testing.md ("No flakes").
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+
+def verdicts(extra: list[str]) -> tuple[dict[str, str], float]:
+    began = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-m", "opzoo", "check", "--profile", "ci", "--device", "cpu", "--json", *extra],
+        capture_output=True,
+        text=True,
+    )
+    took = time.perf_counter() - began
+    if out.returncode not in (0, 1):
+        sys.exit(f"opzoo check failed: {out.stderr.strip().splitlines()[-1:]}")
+    return {r["id"]: r["status"] for r in json.loads(out.stdout)["results"]}, took
+
+
+def main(argv: list[str]) -> int:
+    runs = int(argv[0]) if argv and argv[0].isdigit() else 20
+    extra = argv[1:] if argv and argv[0].isdigit() else argv
+    first, took = verdicts(extra)
+    fails = sorted(k for k, v in first.items() if v == "fail")
+    print(f"run 1: {took:.1f} s, {len(first)} checks, {len(fails)} failing: {', '.join(fails) or 'none'}")
+    differ = 0
+    for k in range(2, runs + 1):
+        again, took = verdicts(extra)
+        changed = sorted(i for i in set(first) | set(again) if first.get(i) != again.get(i))
+        differ += bool(changed)
+        print(f"run {k}: {took:.1f} s, " + (f"DIFFERS: {', '.join(changed)}" if changed else "same verdicts"))
+    print(f"{runs} runs, {differ} with different verdicts")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""Plugins that misbehave while they load: opzoo must contain each."""

@@ -1,0 +1,42 @@
+"""Hostile or broken plugins are contained: exit, print, slow imports (plugins/opzoo-hostile-fixtures)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import install_fixture, run_opzoo
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    return {"PYTHONPATH": install_fixture(tmp_path_factory.mktemp("hostile-site"), "opzoo-hostile-fixtures")}
+
+
+def test_a_plugin_calling_sys_exit_is_that_plugins_failure(env):
+    """sys.exit(3) at a plugin's import, or in its hook, is recorded as its failure; opzoo goes on."""
+    out = run_opzoo("list", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert rows["quitter"]["status"] == "broken" and rows["quitter"]["summary"] == "SystemExit: 3"
+    assert any(r["summary"] == "hook opzoo_ops raised SystemExit: 4" for r in rows.values())
+    assert rows["myrelu"]["status"] == "ok"
+    check = run_opzoo("check", "chatty", "-p", "hygiene", "--profile", "ci", "--device", "cpu", env=env)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize("argv", [["list", "--json"], ["info", "chatty", "--json"]])
+def test_plugin_output_stays_off_stdout_while_printing_json(env, argv):
+    """A plugin printing at import does not break `opzoo list --json` or `info --json`."""
+    out = run_opzoo(*argv, env=env)
+    assert out.returncode == 0, out.stderr
+    json.loads(out.stdout)  # parses: nothing else is on stdout
+    assert "hello from chatty" in out.stderr
+
+
+def test_a_slow_plugin_import_is_named(env):
+    """A plugin that takes over a second to import gets a one-line note naming it."""
+    out = run_opzoo("list", env=env)
+    notes = [line for line in out.stderr.splitlines() if line.startswith("opzoo: note: ")]
+    assert any("opzoo-hostile-fixtures" in n and "sluggish" in n and "took" in n for n in notes), out.stderr
+    assert not any("chatty" in n for n in notes)
