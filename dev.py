@@ -85,7 +85,9 @@ def main(argv: list[str]) -> int:
     if command == "setup":
         return 0
     if command == "test":
-        cmd = [str(PYTHON), "-m", "pytest", *rest]
+        # On every core (pytest-xdist), unless the arguments choose: -n 0 runs serially.
+        parallel = [] if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest) else ["-n", "auto"]
+        cmd = [str(PYTHON), "-m", "pytest", *parallel, *rest]
     elif command == "train":
         cmd = [str(PYTHON), "-m", "opzoo", "train", *(rest or ["--activation", "myrelu"])]
     else:
