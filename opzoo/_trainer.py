@@ -8,6 +8,7 @@ steps of ``w -= lr * w.grad`` outside autograd, then the gradients zeroed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import time
@@ -42,7 +43,13 @@ MODEL_FIELDS = (
     "optimizer",
     "linear",
     "loss",
+    "data",
 )
+# Defaults that differ from the seed's for a data set (a user's explicit settings win): digits is a
+# real task, trained on mini-batches, where the seed's lr and plain gradient descent crawl.
+DATA_DEFAULTS: dict[str, dict[str, Any]] = {
+    "digits": {"batch": 64, "steps": 800, "lr": 3e-3, "optimizer": "adam", "log_every": 200},
+}
 # torch.manual_seed takes these, negative ones remapped; anything else overflows inside torch.
 SEED_RANGE = (-(2**63), 2**64 - 1)
 
@@ -77,6 +84,8 @@ class TrainConfig:
     checkpoint: str | None = None
     checkpoint_every: int | None = None
     resume: str | None = None
+    # "random" (the seed's), "digits" (scikit-learn's), or "module:function" (docs/trainer.md).
+    data: str = "random"
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid setting."""
@@ -114,6 +123,8 @@ class TrainConfig:
             check_writable("checkpoint", self.checkpoint)
         if self.compile and self.optimizer != "manual":
             raise ConfigError("--compile compiles the seed's manual update; it does not take --optimizer")
+        if self.data != "random" and self.compile:
+            raise ConfigError("--compile trains on the seed's random data only, not on mini-batches of --data")
         if self.compile:
             check_compile_backend(self.compile_backend)
         check_memory(self, resolve_device(self.device))
@@ -129,6 +140,8 @@ class TrainResult:
     steps_run: int  # steps run by this call (fewer than config.steps after a resume)
     wall_time: float
     weights: dict[str, torch.Tensor]
+    test_accuracy: float | None = None  # on held-out data; None on the seed's random data
+    diverged_at: int | None = None  # the step whose loss was not finite, in a comparison
 
     @property
     def final_loss(self) -> float:
@@ -151,6 +164,8 @@ class TrainResult:
             "steps_run": self.steps_run,
             "steps_per_sec": self.steps_per_sec,
             "wall_time": self.wall_time,
+            "test_accuracy": self.test_accuracy,
+            "diverged_at": self.diverged_at,
             "config": asdict(self.config) | {"act_args": dict(self.config.act_args)},
         }
 
@@ -266,17 +281,76 @@ def resolve_device(name: str | None) -> torch.device:
     return device
 
 
+def config_for(data: str = "random", **given: Any) -> TrainConfig:
+    """Return a TrainConfig for ``data``: its defaults (DATA_DEFAULTS, and the data set's own d_in and
+    d_out), then the settings ``given``, which win."""
+    defaults: dict[str, Any] = dict(DATA_DEFAULTS.get(data, {}))
+    if data != "random":
+        from opzoo import _data
+
+        ds = _data.load(data)
+        defaults.update(d_in=ds.d_in, d_out=ds.d_out)
+    return TrainConfig(data=data, **{**defaults, **given})
+
+
 def make_data(config: TrainConfig) -> dict[str, torch.Tensor]:
-    """Draw x, y, w1, w2 exactly as the seed does, after ``torch.manual_seed(seed)`` if given."""
+    """Draw x, y, w1, w2 exactly as the seed does, after ``torch.manual_seed(seed)`` if given.
+
+    With another ``data`` than random, x and y are its training set (and x_test, y_test its test
+    set); w1 and w2 are drawn as the seed draws them.
+    """
     if config.seed is not None:
         torch.manual_seed(config.seed)
     device, dtype = resolve_device(config.device), DTYPES[config.dtype]
     kw = {"device": device, "dtype": dtype}
+    if config.data != "random":
+        return _held_out_data(config, kw)
     x = torch.randn(config.batch, config.d_in, **kw)
     y = torch.randn(config.batch, config.d_out, **kw)
     w1 = torch.randn(config.d_in, config.hidden, **kw)
     w2 = torch.randn(config.hidden, config.d_out, **kw)
     return {"x": x, "y": y, "w1": w1, "w2": w2}
+
+
+def _held_out_data(config: TrainConfig, kw: dict[str, Any]) -> dict[str, torch.Tensor]:
+    from opzoo import _data
+
+    ds = _data.load(config.data)
+    if (config.d_in, config.d_out) != (ds.d_in, ds.d_out):
+        raise ConfigError(
+            f"data {config.data!r} has d-in={ds.d_in} and d-out={ds.d_out}, but the settings say "
+            f"d-in={config.d_in} and d-out={config.d_out}; leave them out"
+        )
+    # Drawn as the seed draws them, then scaled by 1/sqrt(fan-in): the seed's unit weights on
+    # standardised inputs give outputs of standard deviation ~sqrt(d_in * hidden / 2) (about 57 on
+    # digits) against one-hot targets, which no learning rate recovers from in a few epochs.
+    w1 = torch.randn(config.d_in, config.hidden, **kw) / math.sqrt(config.d_in)
+    w2 = torch.randn(config.hidden, config.d_out, **kw) / math.sqrt(config.hidden)
+    tensors = {"x": ds.x, "y": ds.y, "x_test": ds.x_test, "y_test": ds.y_test}
+    return {k: v.to(**kw) for k, v in tensors.items()} | {"w1": w1, "w2": w2}
+
+
+def _batch_rows(config: TrainConfig, n: int, t: int) -> torch.Tensor:
+    """The rows of mini-batch ``t``: epochs of a fixed permutation each, drawn from the seed and the
+    epoch alone, so that a resumed run sees the same batches as an uninterrupted one."""
+    per_epoch = max(n // config.batch, 1)
+    epoch, i = divmod(t, per_epoch)
+    return _epoch_order(config.seed, n, epoch)[i * config.batch : (i + 1) * config.batch]
+
+
+@functools.lru_cache(maxsize=4)
+def _epoch_order(seed: int | None, n: int, epoch: int) -> torch.Tensor:
+    # Its own generator: the global RNG stays as the seed's program leaves it.
+    base = 0 if seed is None else seed
+    g = torch.Generator().manual_seed((base * 1_000_003 + epoch) % 2**63)
+    return torch.randperm(n, generator=g)
+
+
+def accuracy(net: Any, data: Mapping[str, torch.Tensor], w1: torch.Tensor, w2: torch.Tensor) -> float:
+    """The fraction of test rows whose largest output is the target's class."""
+    with torch.no_grad():
+        pred = net.linear(net.act(net.linear(data["x_test"], w1)), w2)
+        return (pred.argmax(1) == data["y_test"].argmax(1)).double().mean().item()
 
 
 def train(
@@ -287,7 +361,10 @@ def train(
     Ops are looked up in ``registry`` (the default one if None). on_log(step, loss) and progress
     are not part of the config: pass them through :func:`run`.
     """
-    config = replace(config or TrainConfig(), **overrides)
+    if config is None:
+        config = config_for(**overrides)
+    else:
+        config = replace(config, **overrides)
     return run(config, registry=registry)
 
 
@@ -385,6 +462,7 @@ def _run(
         data = make_data(config)
     device = resolve_device(config.device)
     x, y = data["x"].to(device), data["y"].to(device)
+    held_out = config.data != "random"
     w1 = data["w1"].detach().clone().to(device).requires_grad_()
     w2 = data["w2"].detach().clone().to(device).requires_grad_()
     act = act.to(device=device, dtype=DTYPES[config.dtype])
@@ -410,6 +488,9 @@ def _run(
         for t in range(start, config.steps):
             if step is not None:
                 loss = step()
+            elif held_out:
+                rows = _batch_rows(config, len(x), t).to(device)
+                loss = net(x[rows], y[rows], w1, w2)
             else:
                 loss = net(x, y, w1, w2)
             value = loss.item()
@@ -437,7 +518,8 @@ def _run(
         _save_or_raise(config, params, optimizer, data, losses)
     weights = {k: p.detach().clone() for k, p in params.items()}
     label = config.activation + _args_label(act)
-    return TrainResult(config, label, losses, config.steps - start, wall, weights)
+    acc = accuracy(net, {k: v.to(device) for k, v in data.items()}, w1, w2) if held_out else None
+    return TrainResult(config, label, losses, config.steps - start, wall, weights, test_accuracy=acc)
 
 
 def _backward(config: TrainConfig, loss: torch.Tensor, w1: torch.Tensor, *, first: bool) -> None:
@@ -656,6 +738,9 @@ def _expected_shapes(config: TrainConfig, act: torch.nn.Module) -> list[tuple[st
     weights = {"w1": (d_in, h), "w2": (h, d_out)}
     weights.update({f"act.{k}": tuple(p.shape) for k, p in act.named_parameters()})
     data = {"x": (b, d_in), "y": (b, d_out), "w1": (d_in, h), "w2": (h, d_out)}
+    if config.data != "random":
+        # Rows of a held-out data set are its own (the checkpoint holds them); the columns must fit.
+        data = {"w1": (d_in, h), "w2": (h, d_out)}
     return [("data", k, v) for k, v in data.items()] + [("weights", k, v) for k, v in weights.items()]
 
 

@@ -49,8 +49,15 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
         help="a registered (n,m),(n,m)->() op as the loss (default: the seed's (y_pred - y).pow(2).sum())",
     )
     p.add_argument("--seed", type=int, default=S, help="call torch.manual_seed(SEED) first")
+    p.add_argument(
+        "--data",
+        default=S,
+        metavar="NAME",
+        help="random: the seed's (default); digits: scikit-learn's 8x8 digits, held-out accuracy "
+        "reported (needs opzoo[data]); or module:function returning (x_train, y_train, x_test, y_test)",
+    )
     g = p.add_argument_group("network and schedule")
-    g.add_argument("--batch", type=int, default=S, help="N, rows of x (default 64)")
+    g.add_argument("--batch", type=int, default=S, help="N, rows of x; the mini-batch size with --data (default 64)")
     g.add_argument("--d-in", type=int, default=S, help="D_in (default 1000)")
     g.add_argument("--hidden", type=int, default=S, help="H (default 100)")
     g.add_argument("--d-out", type=int, default=S, help="D_out (default 10)")
@@ -154,7 +161,7 @@ def run_train(args: argparse.Namespace) -> int:
             names = [saved["activation"]]
         given = {**saved, **given}
     given.pop("activation", None)
-    config = _trainer.TrainConfig(activation=names[0], **given)
+    config = _trainer.config_for(activation=names[0], **given)
     if args.export:
         from opzoo import _export
 
@@ -188,8 +195,7 @@ def run_train(args: argparse.Namespace) -> int:
         print()
         print(
             text_table(
-                ("ACTIVATION", "FINAL LOSS", "STEPS/S"),
-                [(r.label, f"{r.final_loss:.6g}", f"{r.steps_per_sec:.0f}") for r in results],
+                *_table(results),
                 wrap_last=False,
             )
         )
@@ -198,10 +204,21 @@ def run_train(args: argparse.Namespace) -> int:
         r = results[0]
         print(
             f"opzoo: {r.label}: {r.steps_run} steps in {r.wall_time:.2f} s "
-            f"({r.steps_per_sec:.0f} steps/s), final loss {r.final_loss:.6g}",
+            f"({r.steps_per_sec:.0f} steps/s), final loss {r.final_loss:.6g}"
+            + ("" if r.test_accuracy is None else f", test accuracy {r.test_accuracy:.4f}"),
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _table(results: list[Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    held_out = any(r.test_accuracy is not None for r in results)
+    head = ("ACTIVATION", "FINAL LOSS") + (("TEST ACCURACY",) if held_out else ()) + ("STEPS/S",)
+    rows = []
+    for r in results:
+        acc = (f"{r.test_accuracy:.4f}",) if held_out else ()
+        rows.append((r.label, f"{r.final_loss:.6g}", *acc, f"{r.steps_per_sec:.0f}"))
+    return head, rows
 
 
 def _warn(message: str) -> None:
@@ -234,15 +251,22 @@ def _parse_act_args(items: list[str]) -> dict[str, float]:
 def _write_metrics(path: str, results: list[Any]) -> None:
     import csv
 
-    rows = [(r.label, t, loss) for r in results for t, loss in enumerate(r.losses)]
+    # Held-out accuracy is measured once, after the last step: it is on that step's row only.
+    held_out = any(r.test_accuracy is not None for r in results)
+    head = ("activation", "step", "loss") + (("test_accuracy",) if held_out else ())
+    rows = [
+        (r.label, t, loss) + ((r.test_accuracy if t == len(r.losses) - 1 else None,) if held_out else ())
+        for r in results
+        for t, loss in enumerate(r.losses)
+    ]
     try:
         with open(path, "w", newline="") as f:
             if path.endswith(".csv"):
                 w = csv.writer(f)
-                w.writerow(("activation", "step", "loss"))
-                w.writerows(rows)
+                w.writerow(head)
+                w.writerows(["" if v is None else v for v in row] for row in rows)
             else:
-                for label, t, loss in rows:
-                    f.write(json.dumps({"activation": label, "step": t, "loss": loss}) + "\n")
+                for row in rows:
+                    f.write(json.dumps(dict(zip(head, row))) + "\n")
     except OSError as exc:
         raise ConfigError(f"cannot write metrics {path!r}: {exc.strerror}") from None
