@@ -45,11 +45,9 @@ MODEL_FIELDS = (
     "loss",
     "data",
 )
-# Defaults that differ from the seed's for a data set (a user's explicit settings win): digits is a
-# real task, trained on mini-batches, where the seed's lr and plain gradient descent crawl.
-DATA_DEFAULTS: dict[str, dict[str, Any]] = {
-    "digits": {"batch": 64, "steps": 800, "lr": 3e-3, "optimizer": "adam", "log_every": 200},
-}
+# Defaults that differ from the seed's for held-out data (digits, or a loader's; a user's explicit
+# settings win): a real task on mini-batches, where the seed's lr and plain gradient descent crawl.
+HELD_OUT_DEFAULTS: dict[str, Any] = {"batch": 64, "steps": 800, "lr": 3e-3, "optimizer": "adam", "log_every": 200}
 # torch.manual_seed takes these, negative ones remapped; anything else overflows inside torch.
 SEED_RANGE = (-(2**63), 2**64 - 1)
 
@@ -145,7 +143,7 @@ class TrainResult:
 
     @property
     def final_loss(self) -> float:
-        return self.losses[-1]
+        return self.losses[-1] if self.diverged_at is None else math.inf
 
     @property
     def steps_per_sec(self) -> float:
@@ -159,7 +157,7 @@ class TrainResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "activation": self.label,
-            "final_loss": self.final_loss,
+            "final_loss": self.final_loss if self.diverged_at is None else None,  # JSON has no inf
             "logged": [{"step": t, "loss": v} for t, v in self.logged()],
             "steps_run": self.steps_run,
             "steps_per_sec": self.steps_per_sec,
@@ -282,10 +280,11 @@ def resolve_device(name: str | None) -> torch.device:
 
 
 def config_for(data: str = "random", **given: Any) -> TrainConfig:
-    """Return a TrainConfig for ``data``: its defaults (DATA_DEFAULTS, and the data set's own d_in and
+    """Return a TrainConfig for ``data``: its defaults (HELD_OUT_DEFAULTS, and the data set's own d_in and
     d_out), then the settings ``given``, which win."""
-    defaults: dict[str, Any] = dict(DATA_DEFAULTS.get(data, {}))
+    defaults: dict[str, Any] = {}
     if data != "random":
+        defaults.update(HELD_OUT_DEFAULTS)
         from opzoo import _data
 
         ds = _data.load(data)
@@ -376,17 +375,19 @@ def run(
     on_log: Callable[[int, float], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
     progress: bool = False,
+    stop_on_divergence: bool = False,
 ) -> TrainResult:
     """Train with ``config``; ``data`` (x, y, w1, w2) is drawn when not given.
 
     ``on_warning`` hears of problems the run survives (a checkpoint write that failed and will be
-    tried again); by default they are Python warnings.
+    tried again); by default they are Python warnings. A non-finite loss raises DivergedError, or,
+    with ``stop_on_divergence``, ends the run with ``diverged_at`` set (a comparison goes on).
     """
     config.validate()
     config = _resolved(config)
     warn = on_warning or (lambda message: warnings.warn(message, RuntimeWarning, stacklevel=3))
     with _writer_lock(config), _determinism(config):
-        return _run(config, registry, data, on_log, warn, progress)
+        return _run(config, registry, data, on_log, warn, progress, stop_on_divergence)
 
 
 def _resolved(config: TrainConfig) -> TrainConfig:
@@ -451,6 +452,7 @@ def _run(
     on_log: Callable[[int, float], None] | None,
     warn: Callable[[str], None],
     progress: bool,
+    stop_on_divergence: bool = False,
 ) -> TrainResult:
     net = build(config.activation, config.act_args, linear=config.linear, loss=config.loss, registry=registry)
     act = net.act
@@ -482,6 +484,7 @@ def _run(
         step = compiled_step(
             net, params, x, y, rates, backend=config.compile_backend, label=config.activation
         )
+    diverged_at = None
     bar = _progress_bar(config, start) if progress else None
     began = time.perf_counter()
     try:
@@ -495,8 +498,12 @@ def _run(
                 loss = net(x, y, w1, w2)
             value = loss.item()
             if not math.isfinite(value):
+                if stop_on_divergence:
+                    diverged_at = t
+                    break
                 raise DivergedError(
-                    f"loss became {value} at step {t}; try a smaller --lr (now {config.lr:g})"
+                    f"loss became {value} at step {t} with activation {config.activation!r}; "
+                    f"try a smaller --lr (now {config.lr:g})"
                 )
             losses.append(value)
             if t % config.log_every == config.log_every - 1 and on_log is not None:
@@ -518,8 +525,11 @@ def _run(
         _save_or_raise(config, params, optimizer, data, losses)
     weights = {k: p.detach().clone() for k, p in params.items()}
     label = config.activation + _args_label(act)
-    acc = accuracy(net, {k: v.to(device) for k, v in data.items()}, w1, w2) if held_out else None
-    return TrainResult(config, label, losses, config.steps - start, wall, weights, test_accuracy=acc)
+    acc = None
+    if held_out and diverged_at is None:
+        acc = accuracy(net, {k: v.to(device) for k, v in data.items()}, w1, w2)
+    steps_run = len(losses) - start
+    return TrainResult(config, label, losses, steps_run, wall, weights, acc, diverged_at)
 
 
 def _backward(config: TrainConfig, loss: torch.Tensor, w1: torch.Tensor, *, first: bool) -> None:
@@ -572,7 +582,10 @@ def compare(
     for name in activations:
         log = None if on_log is None else (lambda t, v, n=name: on_log(n, t, v))
         cfg = replace(config, activation=name, act_args=own[name])
-        results.append(run(cfg, registry=registry, data=data, on_log=log, progress=progress))
+        # One activation diverging says something about it, not about the others: they go on.
+        results.append(
+            run(cfg, registry=registry, data=data, on_log=log, progress=progress, stop_on_divergence=True)
+        )
     return results
 
 

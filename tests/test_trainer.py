@@ -451,6 +451,10 @@ def test_deterministic_mode_is_restored_after_the_run():
         (["--batch", "10000000000000"], "need about 50.8 PiB of memory, but "),
         (["--batch", "1e13"], "argument --batch: invalid int value: '1e13'"),
         (["--compile", "--compile-backend", "nonsense"], "unknown compile-backend 'nonsense'; choose from"),
+        (["--data", "mnist"], "unknown data 'mnist'; choose from random, digits, or give module:function"),
+        (["--data", "no_such_module:load"], "cannot import data loader 'no_such_module:load'"),
+        (["--data", "os:no_such_function"], "data loader 'os:no_such_function': module 'os' has no"),
+        (["--data", "os:getcwd"], "data loader 'os:getcwd' must return four tensors"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):
@@ -592,3 +596,78 @@ def test_digits_without_scikit_learn_is_one_line_with_the_pip_command(monkeypatc
     assert capsys.readouterr().err == (
         "opzoo: error: --data digits needs scikit-learn: pip install 'opzoo[data]'\n"
     )
+
+
+def test_a_diverging_activation_is_marked_and_the_others_go_on():
+    """In a comparison a diverging op is marked 'diverged at step K'; the others train to the end."""
+    out = run_opzoo(
+        "train", "-a", "myrelu,legendre_p3,gelu", "--steps", "20", "--d-in", "50", "--seed", "0", "--quiet",
+        "--device", "cpu",
+    )
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line for line in out.stdout.splitlines()[2:]}
+    assert "diverged at step 1" in rows["legendre_p3"]
+    assert "diverged" not in rows["myrelu"] and "diverged" not in rows["gelu"]
+    results = _trainer.compare(
+        _trainer.TrainConfig(steps=20, d_in=50, seed=0, device="cpu"), ["legendre_p3", "myrelu"]
+    )
+    assert results[0].diverged_at == 1 and results[0].to_dict()["final_loss"] is None
+    assert results[1].diverged_at is None and len(results[1].losses) == 20
+
+
+def test_a_single_diverging_run_names_its_activation(capsys):
+    """Alone, a diverging run stops with exit 1 and a message naming the activation."""
+    assert main(["train", "-a", "legendre_p3", "--steps", "5", "--seed", "0", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "opzoo: error: loss became inf at step 1 with activation 'legendre_p3'; try a smaller --lr (now 1e-06)\n"
+    )
+
+
+def test_seeds_give_mean_and_spread_a_rank_every_run_in_json_and_a_band_plot(tmp_path):
+    """--seeds: a row per activation with mean ± std, a rank; --json keeps each run with its seed."""
+    pytest.importorskip("sklearn")
+    plot = tmp_path / "cmp.png"
+    argv = ["train", "--data", "digits", "-a", "myrelu,gelu", "--steps", "60", "--device", "cpu"]
+    out = run_opzoo(*argv, "--seeds", "0,3,7", "--quiet", "--plot", str(plot))
+    assert out.returncode == 0, out.stderr
+    head, *rows = out.stdout.strip().splitlines()
+    assert head.split()[:2] == ["RANK", "ACTIVATION"] and "TEST ACCURACY (MEAN ± STD)" in head
+    assert sorted(row.split()[0] for row in rows) == ["1", "2"]
+    assert all(row.count("±") == 2 and row.split()[-1] == "3" for row in rows)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    runs = json.loads(run_opzoo(*argv, "--seeds", "2", "--json").stdout)
+    assert [(r["activation"], r["config"]["seed"]) for r in runs] == [
+        ("myrelu", 0), ("gelu", 0), ("myrelu", 1), ("gelu", 1)
+    ]
+    # each seed draws its own initial weights (and batches): the runs differ
+    assert runs[0]["final_loss"] != runs[2]["final_loss"]
+
+
+def test_seeds_table_statistics():
+    """The table's mean and std are those of the runs, and the rank follows accuracy."""
+    from opzoo._commands.train import _seeds_table
+
+    def result(label, loss, acc, seed):
+        cfg = _trainer.TrainConfig(seed=seed)
+        return _trainer.TrainResult(cfg, label, [loss], 1, 1.0, {}, test_accuracy=acc)
+
+    runs = [result("a", 1.0, 0.5, 0), result("b", 2.0, 0.9, 0), result("a", 3.0, 0.7, 1), result("b", 2.0, 0.9, 1)]
+    head, rows = _seeds_table(runs)
+    assert rows == [("2", "a", "2 ± 1.4", "0.6000 ± 0.1414", "2"), ("1", "b", "2 ± 0", "0.9000 ± 0.0000", "2")]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--seeds", "0"], "--seeds N must be a positive integer, got '0'"),
+        (["--seeds", "a,b"], "--seeds takes a count N or a list S,S,..., got 'a,b'"),
+        (["--seeds", "1,1"], "--seeds lists each seed once"),
+        (["--seeds", "3", "--seed", "1"], "--seeds runs each of its seeds; leave out --seed"),
+    ],
+)
+def test_bad_seeds_are_one_line_exit_2(argv, message, capsys):
+    """A bad --seeds is one line, exit 2."""
+    assert main(["train", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("opzoo: error: ") and err.count("\n") == 1 and message in err
