@@ -80,13 +80,16 @@ def from_loader(spec: str) -> Dataset:
     if not callable(function):
         raise ConfigError(f"data loader {spec!r} is not a function")
     got = function()
-    if not (isinstance(got, (tuple, list)) and len(got) == 4 and all(isinstance(t, torch.Tensor) for t in got)):
+    tensors = isinstance(got, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in got)
+    if not (tensors and len(got) == 4):
         raise ConfigError(f"data loader {spec!r} must return four tensors (x_train, y_train, x_test, y_test)")
     x, y, x_test, y_test = got
     return _prepared(x, y, x_test, y_test, spec)
 
 
-def _prepared(x: torch.Tensor, y: torch.Tensor, x_test: torch.Tensor, y_test: torch.Tensor, name: str) -> Dataset:
+def _prepared(
+    x: torch.Tensor, y: torch.Tensor, x_test: torch.Tensor, y_test: torch.Tensor, name: str
+) -> Dataset:
     if x.dim() != 2 or x_test.dim() != 2 or x.shape[1] != x_test.shape[1]:
         raise ConfigError(
             f"data {name!r}: x_train and x_test must be 2-D with the same columns, got "

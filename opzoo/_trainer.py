@@ -47,7 +47,13 @@ MODEL_FIELDS = (
 )
 # Defaults that differ from the seed's for held-out data (digits, or a loader's; a user's explicit
 # settings win): a real task on mini-batches, where the seed's lr and plain gradient descent crawl.
-HELD_OUT_DEFAULTS: dict[str, Any] = {"batch": 64, "steps": 800, "lr": 3e-3, "optimizer": "adam", "log_every": 200}
+HELD_OUT_DEFAULTS: dict[str, Any] = {
+    "batch": 64,
+    "steps": 800,
+    "lr": 3e-3,
+    "optimizer": "adam",
+    "log_every": 200,
+}
 # torch.manual_seed takes these, negative ones remapped; anything else overflows inside torch.
 SEED_RANGE = (-(2**63), 2**64 - 1)
 
@@ -122,7 +128,9 @@ class TrainConfig:
         if self.compile and self.optimizer != "manual":
             raise ConfigError("--compile compiles the seed's manual update; it does not take --optimizer")
         if self.data != "random" and self.compile:
-            raise ConfigError("--compile trains on the seed's random data only, not on mini-batches of --data")
+            raise ConfigError(
+                "--compile trains on the seed's random data only, not on mini-batches of --data"
+            )
         if self.compile:
             check_compile_backend(self.compile_backend)
         check_memory(self, resolve_device(self.device))

@@ -620,7 +620,8 @@ def test_a_single_diverging_run_names_its_activation(capsys):
     assert main(["train", "-a", "legendre_p3", "--steps", "5", "--seed", "0", "--quiet"]) == 1
     err = capsys.readouterr().err
     assert err == (
-        "opzoo: error: loss became inf at step 1 with activation 'legendre_p3'; try a smaller --lr (now 1e-06)\n"
+        "opzoo: error: loss became inf at step 1 with activation 'legendre_p3'; "
+        "try a smaller --lr (now 1e-06)\n"
     )
 
 
@@ -652,9 +653,13 @@ def test_seeds_table_statistics():
         cfg = _trainer.TrainConfig(seed=seed)
         return _trainer.TrainResult(cfg, label, [loss], 1, 1.0, {}, test_accuracy=acc)
 
-    runs = [result("a", 1.0, 0.5, 0), result("b", 2.0, 0.9, 0), result("a", 3.0, 0.7, 1), result("b", 2.0, 0.9, 1)]
+    runs = [result("a", 1.0, 0.5, 0), result("b", 2.0, 0.9, 0)]
+    runs += [result("a", 3.0, 0.7, 1), result("b", 2.0, 0.9, 1)]
     head, rows = _seeds_table(runs)
-    assert rows == [("2", "a", "2 ± 1.4", "0.6000 ± 0.1414", "2"), ("1", "b", "2 ± 0", "0.9000 ± 0.0000", "2")]
+    assert rows == [
+        ("2", "a", "2 ± 1.4", "0.6000 ± 0.1414", "2"),
+        ("1", "b", "2 ± 0", "0.9000 ± 0.0000", "2"),
+    ]
 
 
 @pytest.mark.parametrize(

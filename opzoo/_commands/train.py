@@ -63,7 +63,9 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
         "reported (needs opzoo[data]); or module:function returning (x_train, y_train, x_test, y_test)",
     )
     g = p.add_argument_group("network and schedule")
-    g.add_argument("--batch", type=int, default=S, help="N, rows of x; the mini-batch size with --data (default 64)")
+    g.add_argument(
+        "--batch", type=int, default=S, help="N, rows of x; the mini-batch size with --data (default 64)"
+    )
     g.add_argument("--d-in", type=int, default=S, help="D_in (default 1000)")
     g.add_argument("--hidden", type=int, default=S, help="H (default 100)")
     g.add_argument("--d-out", type=int, default=S, help="D_out (default 10)")
@@ -189,7 +191,9 @@ def run_train(args: argparse.Namespace) -> int:
 
         results = []
         for seed in seeds:
-            logs = (lambda name, t, loss, s=seed: _write_line(f"{name} seed={s} {t} {loss}")) if show else None
+            logs = None
+            if show:
+                logs = lambda name, t, loss, s=seed: _write_line(f"{name} seed={s} {t} {loss}")  # noqa: E731
             one = replace(config, seed=seed)
             results += _trainer.compare(one, names, registry=registry, on_log=logs, progress=progress)
     elif len(names) > 1:
@@ -211,7 +215,8 @@ def run_train(args: argparse.Namespace) -> int:
         if seeds is not None:
             runs = _by_label(results)
             title += f", {len(seeds)} seeds"
-            plot_bands(args.plot, [(label, [r.losses for r in rs if r.diverged_at is None]) for label, rs in runs], title)
+            curves = [(label, [r.losses for r in rs if r.diverged_at is None]) for label, rs in runs]
+            plot_bands(args.plot, curves, title)
         else:
             plot_losses(args.plot, [(r.label, r.losses) for r in results], title)
     if args.json:
@@ -277,7 +282,8 @@ def _seeds_table(results: list[Any]) -> tuple[tuple[str, ...], list[tuple[str, .
         key = (not ok, -acc[0] if acc else 0.0, loss[0] if loss else 0.0)
         scored.append((key, label, runs, ok, loss, acc))
     ranks = {label: i + 1 for i, (_, label, *_rest) in enumerate(sorted(scored, key=lambda e: e[0]))}
-    head = ("RANK", "ACTIVATION", "FINAL LOSS (MEAN ± STD)") + (("TEST ACCURACY (MEAN ± STD)",) if held_out else ())
+    head = ("RANK", "ACTIVATION", "FINAL LOSS (MEAN ± STD)")
+    head += ("TEST ACCURACY (MEAN ± STD)",) if held_out else ()
     head += ("RUNS",)
     rows = []
     for _, label, runs, ok, loss, acc in scored:
