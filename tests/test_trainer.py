@@ -676,3 +676,15 @@ def test_bad_seeds_are_one_line_exit_2(argv, message, capsys):
     assert main(["train", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("opzoo: error: ") and err.count("\n") == 1 and message in err
+
+
+def test_held_out_data_runs_on_one_thread_and_restores_the_setting():
+    """A digits run on the CPU uses one intra-op thread, and puts torch's setting back afterwards."""
+    pytest.importorskip("sklearn")
+    before, seen = torch.get_num_threads(), []
+    opzoo.train(data="digits", steps=3, device="cpu", log_every=1)
+    _trainer.run(
+        _trainer.config_for("digits", steps=2, device="cpu", log_every=1),
+        on_log=lambda t, v: seen.append(torch.get_num_threads()),
+    )
+    assert seen == [1, 1] and torch.get_num_threads() == before
