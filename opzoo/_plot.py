@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from opzoo.exceptions import ConfigError
 
 
-def plot_losses(path: str, runs: Sequence[tuple[str, Sequence[float]]], title: str) -> None:
-    """Draw each run's per-step loss on one log-scale chart and save it to ``path``."""
+def _pyplot() -> Any:
     try:
         import matplotlib
 
@@ -16,9 +15,41 @@ def plot_losses(path: str, runs: Sequence[tuple[str, Sequence[float]]], title: s
         import matplotlib.pyplot as plt
     except ImportError:
         raise ConfigError("--plot needs matplotlib: pip install 'opzoo[train]'") from None
+    return plt
+
+
+def plot_bands(path: str, runs: Sequence[tuple[str, Sequence[Sequence[float]]]], title: str) -> None:
+    """Draw each activation's mean loss over its seeds, with a min-max band, and save it to ``path``.
+
+    Each entry holds one loss history per seed (runs that diverged left out); an activation with
+    none is drawn as a legend entry only, so that it is seen to be missing.
+    """
+    import numpy as np
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for label, histories in runs:
+        if not histories:
+            ax.plot([], [], label=f"{label} (diverged)")
+            continue
+        curves = np.asarray(histories, dtype=float)
+        steps = np.arange(curves.shape[1])
+        (line,) = ax.plot(steps, curves.mean(0), label=f"{label} (mean of {len(curves)})", linewidth=1.4)
+        ax.fill_between(steps, curves.min(0), curves.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
+    _finish(fig, ax, path, title)
+
+
+def plot_losses(path: str, runs: Sequence[tuple[str, Sequence[float]]], title: str) -> None:
+    """Draw each run's per-step loss on one log-scale chart and save it to ``path``."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for label, losses in runs:
         ax.plot(range(len(losses)), losses, label=label, linewidth=1.4)
+    _finish(fig, ax, path, title)
+
+
+def _finish(fig: Any, ax: Any, path: str, title: str) -> None:
+    plt = _pyplot()
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("loss (sum of squared errors)")

@@ -8,6 +8,7 @@ steps of ``w -= lr * w.grad`` outside autograd, then the gradients zeroed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import time
@@ -20,13 +21,19 @@ import torch
 from opzoo import _checkpoint
 from opzoo._compiled import compiled_step
 from opzoo._network import build
+from opzoo._preflight import (
+    DTYPES,
+    check_compile_backend,
+    check_memory,
+    check_writable,
+    resolve_device,
+)
 from opzoo.exceptions import CheckpointError, ConfigError, ContractError, DivergedError, ParamError
 from opzoo.nn import Activation, TorchActivation, params_of
 
 if TYPE_CHECKING:
     from opzoo._registry import Registry
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 OPTIMIZERS = ("manual", "sgd", "adam")
 # Settings that define the model and its data; a resumed run must agree with its checkpoint on them.
 MODEL_FIELDS = (
@@ -42,7 +49,17 @@ MODEL_FIELDS = (
     "optimizer",
     "linear",
     "loss",
+    "data",
 )
+# Defaults that differ from the seed's for held-out data (digits, or a loader's; a user's explicit
+# settings win): a real task on mini-batches, where the seed's lr and plain gradient descent crawl.
+HELD_OUT_DEFAULTS: dict[str, Any] = {
+    "batch": 64,
+    "steps": 800,
+    "lr": 3e-3,
+    "optimizer": "adam",
+    "log_every": 200,
+}
 # torch.manual_seed takes these, negative ones remapped; anything else overflows inside torch.
 SEED_RANGE = (-(2**63), 2**64 - 1)
 
@@ -77,6 +94,8 @@ class TrainConfig:
     checkpoint: str | None = None
     checkpoint_every: int | None = None
     resume: str | None = None
+    # "random" (the seed's), "digits" (scikit-learn's), or "module:function" (docs/trainer.md).
+    data: str = "random"
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid setting."""
@@ -114,6 +133,10 @@ class TrainConfig:
             check_writable("checkpoint", self.checkpoint)
         if self.compile and self.optimizer != "manual":
             raise ConfigError("--compile compiles the seed's manual update; it does not take --optimizer")
+        if self.data != "random" and self.compile:
+            raise ConfigError(
+                "--compile trains on the seed's random data only, not on mini-batches of --data"
+            )
         if self.compile:
             check_compile_backend(self.compile_backend)
         check_memory(self, resolve_device(self.device))
@@ -129,10 +152,12 @@ class TrainResult:
     steps_run: int  # steps run by this call (fewer than config.steps after a resume)
     wall_time: float
     weights: dict[str, torch.Tensor]
+    test_accuracy: float | None = None  # on held-out data; None on the seed's random data
+    diverged_at: int | None = None  # the step whose loss was not finite, in a comparison
 
     @property
     def final_loss(self) -> float:
-        return self.losses[-1]
+        return self.losses[-1] if self.diverged_at is None else math.inf
 
     @property
     def steps_per_sec(self) -> float:
@@ -146,137 +171,88 @@ class TrainResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "activation": self.label,
-            "final_loss": self.final_loss,
+            "final_loss": self.final_loss if self.diverged_at is None else None,  # JSON has no inf
             "logged": [{"step": t, "loss": v} for t, v in self.logged()],
             "steps_run": self.steps_run,
             "steps_per_sec": self.steps_per_sec,
             "wall_time": self.wall_time,
+            "test_accuracy": self.test_accuracy,
+            "diverged_at": self.diverged_at,
             "config": asdict(self.config) | {"act_args": dict(self.config.act_args)},
         }
 
 
-def check_writable(what: str, path: str) -> None:
-    """Fail before training, not after it, when ``path`` cannot be written.
+def config_for(data: str = "random", **given: Any) -> TrainConfig:
+    """Return a TrainConfig for ``data``: its defaults (HELD_OUT_DEFAULTS, and the data set's own d_in and
+    d_out), then the settings ``given``, which win."""
+    defaults: dict[str, Any] = {}
+    if data != "random":
+        defaults.update(HELD_OUT_DEFAULTS)
+        from opzoo import _data
 
-    A file is created and removed beside ``path``: a read-only, full or pseudo file system
-    (``/proc``) is found before the first step.
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ConfigError(f"cannot write {what} {path!r}: folder {folder!r} does not exist")
-    if os.path.isdir(path):
-        raise ConfigError(f"cannot write {what} {path!r}: it is a folder")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise ConfigError(f"cannot write {what} {path!r}: the file is read-only")
-    try:
-        _checkpoint.probe(path)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {what} {path!r}: {exc.strerror or exc}") from None
-
-
-def check_compile_backend(name: str) -> None:
-    """Refuse a torch.compile backend that torch does not know, before anything is compiled."""
-    import torch._dynamo
-
-    if name not in torch._dynamo.list_backends(exclude_tags=()):
-        # Suggest the backends meant for use, not the debugging and testing ones.
-        usual = ", ".join(sorted(torch._dynamo.list_backends()))
-        raise ConfigError(f"unknown compile-backend {name!r}; choose from {usual}")
-
-
-def memory_needed(config: TrainConfig) -> int:
-    """Estimate the bytes a run of ``config`` holds at its peak (within a small factor)."""
-    b, d_in, h, d_out = config.batch, config.d_in, config.hidden, config.d_out
-    weights = d_in * h + h * d_out
-    # The drawn w1, w2, the trained copies and their gradients; Adam keeps two moments more.
-    weight_copies = 3 + (2 if config.optimizer == "adam" else 0)
-    # x and y; the hidden layer's pre-activation, output, what backward saves and its gradient;
-    # the prediction and its gradient.
-    elements = b * d_in + b * d_out + weight_copies * weights + 4 * b * h + 2 * b * d_out
-    return elements * DTYPES[config.dtype].itemsize
-
-
-def memory_available(device: torch.device) -> int | None:
-    """Bytes free for a new run on ``device``; None when the platform does not say."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    free = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    free = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    if free is None:
-        try:
-            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return None
-    limit = _cgroup_room()
-    return free if limit is None else min(free, limit)
-
-
-def _cgroup_room() -> int | None:
-    # A container's memory limit is lower than what the host's /proc/meminfo reports.
-    try:
-        with open("/sys/fs/cgroup/memory.max") as f:
-            limit = f.read().strip()
-        with open("/sys/fs/cgroup/memory.current") as f:
-            used = int(f.read().strip())
-    except (OSError, ValueError):
-        return None
-    return None if limit == "max" else max(int(limit) - used, 0)
-
-
-def check_memory(config: TrainConfig, device: torch.device) -> None:
-    """Refuse sizes whose tensors cannot fit, with the figure, rather than fail to allocate."""
-    needed, free = memory_needed(config), memory_available(device)
-    if free is not None and needed > free:
-        raise ConfigError(
-            f"batch={config.batch}, d-in={config.d_in}, hidden={config.hidden}, d-out={config.d_out} "
-            f"need about {_bytes(needed)} of memory, but {device.type} has {_bytes(free)} available"
-        )
-
-
-def _bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if value < 1024 or unit == "PiB":
-            return f"{value:.3g} {unit}" if unit != "B" else f"{n} B"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def resolve_device(name: str | None) -> torch.device:
-    """Return the device to train on; cuda by default when available."""
-    if name is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise ConfigError(f"unknown device {name!r}; use cpu or cuda[:N]") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError("device cuda was asked for, but CUDA is not available here")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"device {name!r} does not exist ({torch.cuda.device_count()} GPUs)")
-    elif device.type != "cpu":
-        raise ConfigError(f"unsupported device {name!r}; use cpu or cuda[:N]")
-    return device
+        ds = _data.load(data)
+        defaults.update(d_in=ds.d_in, d_out=ds.d_out)
+    return TrainConfig(data=data, **{**defaults, **given})
 
 
 def make_data(config: TrainConfig) -> dict[str, torch.Tensor]:
-    """Draw x, y, w1, w2 exactly as the seed does, after ``torch.manual_seed(seed)`` if given."""
+    """Draw x, y, w1, w2 exactly as the seed does, after ``torch.manual_seed(seed)`` if given.
+
+    With another ``data`` than random, x and y are its training set (and x_test, y_test its test
+    set); w1 and w2 are drawn as the seed draws them.
+    """
     if config.seed is not None:
         torch.manual_seed(config.seed)
     device, dtype = resolve_device(config.device), DTYPES[config.dtype]
     kw = {"device": device, "dtype": dtype}
+    if config.data != "random":
+        return _held_out_data(config, kw)
     x = torch.randn(config.batch, config.d_in, **kw)
     y = torch.randn(config.batch, config.d_out, **kw)
     w1 = torch.randn(config.d_in, config.hidden, **kw)
     w2 = torch.randn(config.hidden, config.d_out, **kw)
     return {"x": x, "y": y, "w1": w1, "w2": w2}
+
+
+def _held_out_data(config: TrainConfig, kw: dict[str, Any]) -> dict[str, torch.Tensor]:
+    from opzoo import _data
+
+    ds = _data.load(config.data)
+    if (config.d_in, config.d_out) != (ds.d_in, ds.d_out):
+        raise ConfigError(
+            f"data {config.data!r} has d-in={ds.d_in} and d-out={ds.d_out}, but the settings say "
+            f"d-in={config.d_in} and d-out={config.d_out}; leave them out"
+        )
+    # Drawn as the seed draws them, then scaled by 1/sqrt(fan-in): the seed's unit weights on
+    # standardised inputs give outputs of standard deviation ~sqrt(d_in * hidden / 2) (about 57 on
+    # digits) against one-hot targets, which no learning rate recovers from in a few epochs.
+    w1 = torch.randn(config.d_in, config.hidden, **kw) / math.sqrt(config.d_in)
+    w2 = torch.randn(config.hidden, config.d_out, **kw) / math.sqrt(config.hidden)
+    tensors = {"x": ds.x, "y": ds.y, "x_test": ds.x_test, "y_test": ds.y_test}
+    return {k: v.to(**kw) for k, v in tensors.items()} | {"w1": w1, "w2": w2}
+
+
+def _batch_rows(config: TrainConfig, n: int, t: int) -> torch.Tensor:
+    """The rows of mini-batch ``t``: epochs of a fixed permutation each, drawn from the seed and the
+    epoch alone, so that a resumed run sees the same batches as an uninterrupted one."""
+    per_epoch = max(n // config.batch, 1)
+    epoch, i = divmod(t, per_epoch)
+    return _epoch_order(config.seed, n, epoch)[i * config.batch : (i + 1) * config.batch]
+
+
+@functools.lru_cache(maxsize=4)
+def _epoch_order(seed: int | None, n: int, epoch: int) -> torch.Tensor:
+    # Its own generator: the global RNG stays as the seed's program leaves it.
+    base = 0 if seed is None else seed
+    g = torch.Generator().manual_seed((base * 1_000_003 + epoch) % 2**63)
+    return torch.randperm(n, generator=g)
+
+
+def accuracy(net: Any, data: Mapping[str, torch.Tensor], w1: torch.Tensor, w2: torch.Tensor) -> float:
+    """The fraction of test rows whose largest output is the target's class."""
+    with torch.no_grad():
+        pred = net.linear(net.act(net.linear(data["x_test"], w1)), w2)
+        return (pred.argmax(1) == data["y_test"].argmax(1)).double().mean().item()
 
 
 def train(
@@ -287,7 +263,10 @@ def train(
     Ops are looked up in ``registry`` (the default one if None). on_log(step, loss) and progress
     are not part of the config: pass them through :func:`run`.
     """
-    config = replace(config or TrainConfig(), **overrides)
+    if config is None:
+        config = config_for(**overrides)
+    else:
+        config = replace(config, **overrides)
     return run(config, registry=registry)
 
 
@@ -299,17 +278,19 @@ def run(
     on_log: Callable[[int, float], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
     progress: bool = False,
+    stop_on_divergence: bool = False,
 ) -> TrainResult:
     """Train with ``config``; ``data`` (x, y, w1, w2) is drawn when not given.
 
     ``on_warning`` hears of problems the run survives (a checkpoint write that failed and will be
-    tried again); by default they are Python warnings.
+    tried again); by default they are Python warnings. A non-finite loss raises DivergedError, or,
+    with ``stop_on_divergence``, ends the run with ``diverged_at`` set (a comparison goes on).
     """
     config.validate()
     config = _resolved(config)
     warn = on_warning or (lambda message: warnings.warn(message, RuntimeWarning, stacklevel=3))
-    with _writer_lock(config), _determinism(config):
-        return _run(config, registry, data, on_log, warn, progress)
+    with _writer_lock(config), _determinism(config), _small_batches(config):
+        return _run(config, registry, data, on_log, warn, progress, stop_on_divergence)
 
 
 def _resolved(config: TrainConfig) -> TrainConfig:
@@ -328,6 +309,25 @@ def _writer_lock(config: TrainConfig) -> Iterator[None]:
         return
     with _checkpoint.lock(config.checkpoint):
         yield
+
+
+@contextlib.contextmanager
+def _small_batches(config: TrainConfig) -> Iterator[None]:
+    """Mini-batches of held-out data on the CPU run on one intra-op thread, restored afterwards.
+
+    A 64x64 by 64x100 product is too small to split: on this 2-core machine shared with other jobs,
+    two threads ran digits at 10-20 steps/s against 2,600 with one (they spin waiting for each other).
+    The seed's random data keeps torch's setting, so its run is unchanged.
+    """
+    if config.data == "random" or resolve_device(config.device).type != "cpu":
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 @contextlib.contextmanager
@@ -374,6 +374,7 @@ def _run(
     on_log: Callable[[int, float], None] | None,
     warn: Callable[[str], None],
     progress: bool,
+    stop_on_divergence: bool = False,
 ) -> TrainResult:
     net = build(config.activation, config.act_args, linear=config.linear, loss=config.loss, registry=registry)
     act = net.act
@@ -385,6 +386,7 @@ def _run(
         data = make_data(config)
     device = resolve_device(config.device)
     x, y = data["x"].to(device), data["y"].to(device)
+    held_out = config.data != "random"
     w1 = data["w1"].detach().clone().to(device).requires_grad_()
     w2 = data["w2"].detach().clone().to(device).requires_grad_()
     act = act.to(device=device, dtype=DTYPES[config.dtype])
@@ -404,18 +406,26 @@ def _run(
         step = compiled_step(
             net, params, x, y, rates, backend=config.compile_backend, label=config.activation
         )
+    diverged_at = None
     bar = _progress_bar(config, start) if progress else None
     began = time.perf_counter()
     try:
         for t in range(start, config.steps):
             if step is not None:
                 loss = step()
+            elif held_out:
+                rows = _batch_rows(config, len(x), t).to(device)
+                loss = net(x[rows], y[rows], w1, w2)
             else:
                 loss = net(x, y, w1, w2)
             value = loss.item()
             if not math.isfinite(value):
+                if stop_on_divergence:
+                    diverged_at = t
+                    break
                 raise DivergedError(
-                    f"loss became {value} at step {t}; try a smaller --lr (now {config.lr:g})"
+                    f"loss became {value} at step {t} with activation {config.activation!r}; "
+                    f"try a smaller --lr (now {config.lr:g})"
                 )
             losses.append(value)
             if t % config.log_every == config.log_every - 1 and on_log is not None:
@@ -437,7 +447,11 @@ def _run(
         _save_or_raise(config, params, optimizer, data, losses)
     weights = {k: p.detach().clone() for k, p in params.items()}
     label = config.activation + _args_label(act)
-    return TrainResult(config, label, losses, config.steps - start, wall, weights)
+    acc = None
+    if held_out and diverged_at is None:
+        acc = accuracy(net, {k: v.to(device) for k, v in data.items()}, w1, w2)
+    steps_run = len(losses) - start
+    return TrainResult(config, label, losses, steps_run, wall, weights, acc, diverged_at)
 
 
 def _backward(config: TrainConfig, loss: torch.Tensor, w1: torch.Tensor, *, first: bool) -> None:
@@ -490,7 +504,10 @@ def compare(
     for name in activations:
         log = None if on_log is None else (lambda t, v, n=name: on_log(n, t, v))
         cfg = replace(config, activation=name, act_args=own[name])
-        results.append(run(cfg, registry=registry, data=data, on_log=log, progress=progress))
+        # One activation diverging says something about it, not about the others: they go on.
+        results.append(
+            run(cfg, registry=registry, data=data, on_log=log, progress=progress, stop_on_divergence=True)
+        )
     return results
 
 
@@ -656,6 +673,9 @@ def _expected_shapes(config: TrainConfig, act: torch.nn.Module) -> list[tuple[st
     weights = {"w1": (d_in, h), "w2": (h, d_out)}
     weights.update({f"act.{k}": tuple(p.shape) for k, p in act.named_parameters()})
     data = {"x": (b, d_in), "y": (b, d_out), "w1": (d_in, h), "w2": (h, d_out)}
+    if config.data != "random":
+        # Rows of a held-out data set are its own (the checkpoint holds them); the columns must fit.
+        data = {"w1": (d_in, h), "w2": (h, d_out)}
     return [("data", k, v) for k, v in data.items()] + [("weights", k, v) for k, v in weights.items()]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 import pytest
 from conftest import ROOT
@@ -80,3 +81,9 @@ def test_readme_plugin_example_installs_and_checks(tmp_path):
         "train", "--activation", "square", "--steps", "5", "--d-in", "10", "--hidden", "4", "--lr", "1e-6"
     )
     assert train.returncode == 0, train.stderr
+    # The README's own command, as written: it trains (no divergence) and the loss falls.
+    command = re.search(r"```console\n(opzoo train --activation square[^\n]*)\n```", readme).group(1)
+    readme_run = run(*shlex.split(command)[1:])
+    assert readme_run.returncode == 0, readme_run.stderr
+    logged = [float(line.split()[1]) for line in readme_run.stdout.splitlines()]
+    assert len(logged) == 5 and logged[-1] < 1e-4 * logged[0]

@@ -451,6 +451,10 @@ def test_deterministic_mode_is_restored_after_the_run():
         (["--batch", "10000000000000"], "need about 50.8 PiB of memory, but "),
         (["--batch", "1e13"], "argument --batch: invalid int value: '1e13'"),
         (["--compile", "--compile-backend", "nonsense"], "unknown compile-backend 'nonsense'; choose from"),
+        (["--data", "mnist"], "unknown data 'mnist'; choose from random, digits, or give module:function"),
+        (["--data", "no_such_module:load"], "cannot import data loader 'no_such_module:load'"),
+        (["--data", "os:no_such_function"], "data loader 'os:no_such_function': module 'os' has no"),
+        (["--data", "os:getcwd"], "data loader 'os:getcwd' must return four tensors"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):
@@ -539,3 +543,161 @@ def test_non_finite_loss_stops_with_exit_1(capsys):
     assert main(["train", "--lr", "1", "--steps", "50", "--quiet"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("opzoo: error: loss became") and "smaller --lr" in err
+
+
+DIGITS_FAST = ["--data", "digits", "--steps", "150", "--seed", "0", "--device", "cpu"]
+
+
+def test_digits_trains_on_held_out_data_and_reports_accuracy(tmp_path):
+    """--data digits: 64 inputs, 10 classes, test_accuracy in the table, --json and --metrics."""
+    pytest.importorskip("sklearn")
+    metrics = tmp_path / "m.csv"
+    out = run_opzoo("train", *DIGITS_FAST, "-a", "myrelu,torch:relu", "--json", "--metrics", str(metrics))
+    assert out.returncode == 0, out.stderr
+    runs = json.loads(out.stdout)
+    for r in runs:
+        assert r["config"]["data"] == "digits" and r["config"]["d_in"] == 64 and r["config"]["d_out"] == 10
+        # chance is 0.1; 150 Adam steps of a 64-100-10 net get far past it on this fixed split
+        assert r["test_accuracy"] > 0.8
+    # myrelu and torch.relu differ only at exact zeros, which standardised data does not hit here
+    assert runs[0]["test_accuracy"] == runs[1]["test_accuracy"]
+    rows = list(csv.DictReader(metrics.open()))
+    last = [row for row in rows if row["test_accuracy"]]
+    assert [float(row["test_accuracy"]) for row in last] == [r["test_accuracy"] for r in runs]
+    table = run_opzoo("train", *DIGITS_FAST, "-a", "myrelu,gelu", "--quiet")
+    assert table.returncode == 0 and "TEST ACCURACY" in table.stdout.splitlines()[1]
+
+
+def test_digits_defaults_differ_and_explicit_flags_win():
+    """digits has its own defaults; the seed's stay as they were; a given setting wins."""
+    pytest.importorskip("sklearn")
+    assert _trainer.config_for() == _trainer.TrainConfig()
+    digits = _trainer.config_for("digits")
+    assert (digits.d_in, digits.d_out, digits.optimizer) == (64, 10, "adam")
+    assert _trainer.config_for("digits", lr=0.5, optimizer="sgd").lr == 0.5
+    with pytest.raises(opzoo.ConfigError, match="d-in=64"):
+        opzoo.train(data="digits", d_in=1000, steps=1)
+
+
+def test_digits_resumes_exactly(tmp_path):
+    """A digits run checkpointed and resumed sees the same mini-batches: same losses."""
+    pytest.importorskip("sklearn")
+    ck = str(tmp_path / "ck.pt")
+    whole = opzoo.train(data="digits", seed=1, steps=40, device="cpu")
+    opzoo.train(data="digits", seed=1, steps=20, device="cpu", checkpoint=ck)
+    resumed = opzoo.train(data="digits", seed=1, steps=40, device="cpu", resume=ck)
+    assert resumed.losses == whole.losses and resumed.test_accuracy == whole.test_accuracy
+
+
+def test_digits_without_scikit_learn_is_one_line_with_the_pip_command(monkeypatch, capsys):
+    """Without scikit-learn, --data digits is exit 2 and says what to install."""
+    monkeypatch.setitem(sys.modules, "sklearn", None)
+    assert main(["train", "--data", "digits", "--steps", "1"]) == 2
+    assert capsys.readouterr().err == (
+        "opzoo: error: --data digits needs scikit-learn: pip install 'opzoo[data]'\n"
+    )
+
+
+def test_a_diverging_activation_is_marked_and_the_others_go_on():
+    """In a comparison a diverging op is marked 'diverged at step K'; the others train to the end."""
+    out = run_opzoo(
+        "train",
+        "-a",
+        "myrelu,legendre_p3,gelu",
+        "--steps",
+        "20",
+        "--d-in",
+        "50",
+        "--seed",
+        "0",
+        "--quiet",
+        "--device",
+        "cpu",
+    )
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line for line in out.stdout.splitlines()[2:]}
+    assert "diverged at step 1" in rows["legendre_p3"]
+    assert "diverged" not in rows["myrelu"] and "diverged" not in rows["gelu"]
+    results = _trainer.compare(
+        _trainer.TrainConfig(steps=20, d_in=50, seed=0, device="cpu"), ["legendre_p3", "myrelu"]
+    )
+    assert results[0].diverged_at == 1 and results[0].to_dict()["final_loss"] is None
+    assert results[1].diverged_at is None and len(results[1].losses) == 20
+
+
+def test_a_single_diverging_run_names_its_activation(capsys):
+    """Alone, a diverging run stops with exit 1 and a message naming the activation."""
+    assert main(["train", "-a", "legendre_p3", "--steps", "5", "--seed", "0", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "opzoo: error: loss became inf at step 1 with activation 'legendre_p3'; "
+        "try a smaller --lr (now 1e-06)\n"
+    )
+
+
+def test_seeds_give_mean_and_spread_a_rank_every_run_in_json_and_a_band_plot(tmp_path):
+    """--seeds: a row per activation with mean ± std, a rank; --json keeps each run with its seed."""
+    pytest.importorskip("sklearn")
+    plot = tmp_path / "cmp.png"
+    argv = ["train", "--data", "digits", "-a", "myrelu,gelu", "--steps", "60", "--device", "cpu"]
+    out = run_opzoo(*argv, "--seeds", "0,3,7", "--quiet", "--plot", str(plot))
+    assert out.returncode == 0, out.stderr
+    head, *rows = out.stdout.strip().splitlines()
+    assert head.split()[:2] == ["RANK", "ACTIVATION"] and "TEST ACCURACY (MEAN ± STD)" in head
+    assert sorted(row.split()[0] for row in rows) == ["1", "2"]
+    assert all(row.count("±") == 2 and row.split()[-1] == "3" for row in rows)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    runs = json.loads(run_opzoo(*argv, "--seeds", "2", "--json").stdout)
+    assert [(r["activation"], r["config"]["seed"]) for r in runs] == [
+        ("myrelu", 0),
+        ("gelu", 0),
+        ("myrelu", 1),
+        ("gelu", 1),
+    ]
+    # each seed draws its own initial weights (and batches): the runs differ
+    assert runs[0]["final_loss"] != runs[2]["final_loss"]
+
+
+def test_seeds_table_statistics():
+    """The table's mean and std are those of the runs, and the rank follows accuracy."""
+    from opzoo._commands.train import _seeds_table
+
+    def result(label, loss, acc, seed):
+        cfg = _trainer.TrainConfig(seed=seed)
+        return _trainer.TrainResult(cfg, label, [loss], 1, 1.0, {}, test_accuracy=acc)
+
+    runs = [result("a", 1.0, 0.5, 0), result("b", 2.0, 0.9, 0)]
+    runs += [result("a", 3.0, 0.7, 1), result("b", 2.0, 0.9, 1)]
+    head, rows = _seeds_table(runs)
+    assert rows == [
+        ("2", "a", "2 ± 1.4", "0.6000 ± 0.1414", "2"),
+        ("1", "b", "2 ± 0", "0.9000 ± 0.0000", "2"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--seeds", "0"], "--seeds N must be a positive integer, got '0'"),
+        (["--seeds", "a,b"], "--seeds takes a count N or a list S,S,..., got 'a,b'"),
+        (["--seeds", "1,1"], "--seeds lists each seed once"),
+        (["--seeds", "3", "--seed", "1"], "--seeds runs each of its seeds; leave out --seed"),
+    ],
+)
+def test_bad_seeds_are_one_line_exit_2(argv, message, capsys):
+    """A bad --seeds is one line, exit 2."""
+    assert main(["train", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("opzoo: error: ") and err.count("\n") == 1 and message in err
+
+
+def test_held_out_data_runs_on_one_thread_and_restores_the_setting():
+    """A digits run on the CPU uses one intra-op thread, and puts torch's setting back afterwards."""
+    pytest.importorskip("sklearn")
+    before, seen = torch.get_num_threads(), []
+    opzoo.train(data="digits", steps=3, device="cpu", log_every=1)
+    _trainer.run(
+        _trainer.config_for("digits", steps=2, device="cpu", log_every=1),
+        on_log=lambda t, v: seen.append(torch.get_num_threads()),
+    )
+    assert seen == [1, 1] and torch.get_num_threads() == before

@@ -49,8 +49,23 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
         help="a registered (n,m),(n,m)->() op as the loss (default: the seed's (y_pred - y).pow(2).sum())",
     )
     p.add_argument("--seed", type=int, default=S, help="call torch.manual_seed(SEED) first")
+    p.add_argument(
+        "--seeds",
+        metavar="N|S,S,...",
+        help="run every activation once per seed (0..N-1, or the seeds listed), each seed its own data "
+        "and initial weights; the table shows mean ± std and a rank",
+    )
+    p.add_argument(
+        "--data",
+        default=S,
+        metavar="NAME",
+        help="random: the seed's (default); digits: scikit-learn's 8x8 digits, held-out accuracy "
+        "reported (needs opzoo[data]); or module:function returning (x_train, y_train, x_test, y_test)",
+    )
     g = p.add_argument_group("network and schedule")
-    g.add_argument("--batch", type=int, default=S, help="N, rows of x (default 64)")
+    g.add_argument(
+        "--batch", type=int, default=S, help="N, rows of x; the mini-batch size with --data (default 64)"
+    )
     g.add_argument("--d-in", type=int, default=S, help="D_in (default 1000)")
     g.add_argument("--hidden", type=int, default=S, help="H (default 100)")
     g.add_argument("--d-out", type=int, default=S, help="D_out (default 10)")
@@ -139,6 +154,15 @@ def run_train(args: argparse.Namespace) -> int:
             _trainer.check_writable(what, path)
     if args.export and len(names) > 1:
         raise ConfigError("--export writes one network: give one --activation, not a comparison")
+    seeds = None if args.seeds is None else _parse_seeds(args.seeds)
+    if seeds is not None:
+        if "seed" in given:
+            raise ConfigError("--seeds runs each of its seeds; leave out --seed")
+        for flag in ("checkpoint", "resume"):
+            if flag in given:
+                raise ConfigError(f"--{flag} takes one run, not --seeds")
+        if args.export:
+            raise ConfigError("--export writes one network, not one per --seeds")
 
     # Paths are resolved once, as given: a resumed run never reinterprets a stored relative path.
     for name in ("checkpoint", "resume"):
@@ -154,7 +178,7 @@ def run_train(args: argparse.Namespace) -> int:
             names = [saved["activation"]]
         given = {**saved, **given}
     given.pop("activation", None)
-    config = _trainer.TrainConfig(activation=names[0], **given)
+    config = _trainer.config_for(activation=names[0], **given)
     if args.export:
         from opzoo import _export
 
@@ -162,23 +186,39 @@ def run_train(args: argparse.Namespace) -> int:
 
     show = not (args.quiet or args.json)
     progress = show and sys.stdout.isatty()
-    if len(names) > 1:
+    if seeds is not None:
+        from dataclasses import replace
+
+        results = []
+        for seed in seeds:
+            logs = None
+            if show:
+                logs = lambda name, t, loss, s=seed: _write_line(f"{name} seed={s} {t} {loss}")  # noqa: E731
+            one = replace(config, seed=seed)
+            results += _trainer.compare(one, names, registry=registry, on_log=logs, progress=progress)
+    elif len(names) > 1:
         log = (lambda name, t, loss: _write_line(f"{name} {t} {loss}")) if show else None
         results = _trainer.compare(config, names, registry=registry, on_log=log, progress=progress)
     else:
         log1 = (lambda t, loss: _write_line(f"{t} {loss}")) if show else None
         results = [_trainer.run(config, registry=registry, on_log=log1, on_warning=_warn, progress=progress)]
-    many = len(results) > 1
+    many = len(results) > 1 or seeds is not None
 
     if args.metrics:
-        _write_metrics(args.metrics, results)
+        _write_metrics(args.metrics, results, with_seed=seeds is not None)
     if args.export:
         _export.export_network(results[0], args.export, registry=registry)
     if args.plot:
-        from opzoo._plot import plot_losses
+        from opzoo._plot import plot_bands, plot_losses
 
         title = f"opzoo train: N={config.batch}, D_in={config.d_in}, H={config.hidden}, lr={config.lr:g}"
-        plot_losses(args.plot, [(r.label, r.losses) for r in results], title)
+        if seeds is not None:
+            runs = _by_label(results)
+            title += f", {len(seeds)} seeds"
+            curves = [(label, [r.losses for r in rs if r.diverged_at is None]) for label, rs in runs]
+            plot_bands(args.plot, curves, title)
+        else:
+            plot_losses(args.plot, [(r.label, r.losses) for r in results], title)
     if args.json:
         out = [r.to_dict() for r in results]
         print(json.dumps(out if many else out[0], indent=2), file=json_stream(args))
@@ -188,8 +228,7 @@ def run_train(args: argparse.Namespace) -> int:
         print()
         print(
             text_table(
-                ("ACTIVATION", "FINAL LOSS", "STEPS/S"),
-                [(r.label, f"{r.final_loss:.6g}", f"{r.steps_per_sec:.0f}") for r in results],
+                *(_seeds_table(results) if seeds is not None else _table(results)),
                 wrap_last=False,
             )
         )
@@ -198,10 +237,76 @@ def run_train(args: argparse.Namespace) -> int:
         r = results[0]
         print(
             f"opzoo: {r.label}: {r.steps_run} steps in {r.wall_time:.2f} s "
-            f"({r.steps_per_sec:.0f} steps/s), final loss {r.final_loss:.6g}",
+            f"({r.steps_per_sec:.0f} steps/s), final loss {r.final_loss:.6g}"
+            + ("" if r.test_accuracy is None else f", test accuracy {r.test_accuracy:.4f}"),
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _table(results: list[Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    held_out = any(r.test_accuracy is not None for r in results)
+    head = ("ACTIVATION", "FINAL LOSS") + (("TEST ACCURACY",) if held_out else ()) + ("STEPS/S",)
+    rows = []
+    for r in results:
+        if r.diverged_at is not None:
+            rows.append((r.label, f"diverged at step {r.diverged_at}", *(("-",) if held_out else ()), "-"))
+            continue
+        acc = (f"{r.test_accuracy:.4f}",) if held_out else ()
+        rows.append((r.label, f"{r.final_loss:.6g}", *acc, f"{r.steps_per_sec:.0f}"))
+    return head, rows
+
+
+def _by_label(results: list[Any]) -> list[tuple[str, list[Any]]]:
+    groups: dict[str, list[Any]] = {}
+    for r in results:
+        groups.setdefault(r.label, []).append(r)
+    return list(groups.items())
+
+
+def _spread(values: list[float]) -> tuple[float, float]:
+    import statistics
+
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def _seeds_table(results: list[Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """One row per activation over its seeds: mean ± sample standard deviation, and a rank (by test
+    accuracy with held-out data, else by final loss); runs that diverged are counted, not averaged."""
+    held_out = any(r.test_accuracy is not None for r in results)
+    scored = []
+    for label, runs in _by_label(results):
+        ok = [r for r in runs if r.diverged_at is None]
+        loss = _spread([r.final_loss for r in ok]) if ok else None
+        acc = _spread([r.test_accuracy for r in ok]) if ok and held_out else None
+        key = (not ok, -acc[0] if acc else 0.0, loss[0] if loss else 0.0)
+        scored.append((key, label, runs, ok, loss, acc))
+    ranks = {label: i + 1 for i, (_, label, *_rest) in enumerate(sorted(scored, key=lambda e: e[0]))}
+    head = ("RANK", "ACTIVATION", "FINAL LOSS (MEAN ± STD)")
+    head += ("TEST ACCURACY (MEAN ± STD)",) if held_out else ()
+    head += ("RUNS",)
+    rows = []
+    for _, label, runs, ok, loss, acc in scored:
+        diverged = [r.diverged_at for r in runs if r.diverged_at is not None]
+        note = f"{len(ok)}" + (f" ({len(diverged)} diverged at step {min(diverged)}+)" if diverged else "")
+        loss_cell = f"{loss[0]:.4g} ± {loss[1]:.2g}" if loss else f"diverged at step {min(diverged)}"
+        acc_cell = (f"{acc[0]:.4f} ± {acc[1]:.4f}" if acc else "-",) if held_out else ()
+        rows.append((str(ranks[label]), label, loss_cell, *acc_cell, note))
+    return head, rows
+
+
+def _parse_seeds(text: str) -> list[int]:
+    try:
+        parts = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise ConfigError(f"--seeds takes a count N or a list S,S,..., got {text!r}") from None
+    if "," not in text:
+        if len(parts) != 1 or parts[0] <= 0:
+            raise ConfigError(f"--seeds N must be a positive integer, got {text!r}")
+        return list(range(parts[0]))
+    if not parts or len(set(parts)) != len(parts):
+        raise ConfigError(f"--seeds lists each seed once, got {text!r}")
+    return parts
 
 
 def _warn(message: str) -> None:
@@ -231,18 +336,29 @@ def _parse_act_args(items: list[str]) -> dict[str, float]:
     return out
 
 
-def _write_metrics(path: str, results: list[Any]) -> None:
+def _write_metrics(path: str, results: list[Any], *, with_seed: bool = False) -> None:
     import csv
 
-    rows = [(r.label, t, loss) for r in results for t, loss in enumerate(r.losses)]
+    # Held-out accuracy is measured once, after the last step: it is on that step's row only.
+    held_out = any(r.test_accuracy is not None for r in results)
+    head = ("activation",) + (("seed",) if with_seed else ()) + ("step", "loss")
+    head += ("test_accuracy",) if held_out else ()
+    rows = [
+        (r.label,)
+        + ((r.config.seed,) if with_seed else ())
+        + (t, loss)
+        + ((r.test_accuracy if t == len(r.losses) - 1 else None,) if held_out else ())
+        for r in results
+        for t, loss in enumerate(r.losses)
+    ]
     try:
         with open(path, "w", newline="") as f:
             if path.endswith(".csv"):
                 w = csv.writer(f)
-                w.writerow(("activation", "step", "loss"))
-                w.writerows(rows)
+                w.writerow(head)
+                w.writerows(["" if v is None else v for v in row] for row in rows)
             else:
-                for label, t, loss in rows:
-                    f.write(json.dumps({"activation": label, "step": t, "loss": loss}) + "\n")
+                for row in rows:
+                    f.write(json.dumps(dict(zip(head, row))) + "\n")
     except OSError as exc:
         raise ConfigError(f"cannot write metrics {path!r}: {exc.strerror}") from None

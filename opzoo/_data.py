@@ -1,0 +1,123 @@
+"""The trainer's data sets: the seed's random tensors, scikit-learn's digits, or a user's loader.
+
+``random`` is drawn by the trainer itself (it must stay the seed program, float for float). Every other
+data set is a held-out classification task: train and test inputs, and one-hot targets, so that the
+seed's sum-of-squares loss applies unchanged and accuracy is the argmax of the prediction.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from opzoo.exceptions import ConfigError
+
+#: The split of digits into train and test is fixed, whatever --seed: every run sees the same test set.
+SPLIT_SEED = 0
+TEST_FRACTION = 0.2
+BUILTIN = ("random", "digits")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Standardised inputs and one-hot targets, train and test."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+
+    @property
+    def d_in(self) -> int:
+        return self.x.shape[1]
+
+    @property
+    def d_out(self) -> int:
+        return self.y.shape[1]
+
+
+def load(name: str) -> Dataset:
+    """Return data set ``name``: ``digits``, or ``module:function`` (see :func:`from_loader`)."""
+    if name == "digits":
+        return digits()
+    if ":" in name:
+        return from_loader(name)
+    raise ConfigError(f"unknown data {name!r}; choose from {', '.join(BUILTIN)}, or give module:function")
+
+
+def digits() -> Dataset:
+    """scikit-learn's bundled 8x8 digits (1,797 images, 10 classes), split and standardised."""
+    try:
+        import sklearn  # noqa: F401  (first: a blocked parent must fail even if a submodule is loaded)
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise ConfigError("--data digits needs scikit-learn: pip install 'opzoo[data]'") from None
+    bunch = load_digits()  # read from the installed package: no download
+    x = torch.as_tensor(bunch.data, dtype=torch.float64)
+    labels = torch.as_tensor(bunch.target, dtype=torch.int64)
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(SPLIT_SEED))
+    n_test = round(len(x) * TEST_FRACTION)
+    test, train = order[:n_test], order[n_test:]
+    return _prepared(x[train], labels[train], x[test], labels[test], "digits")
+
+
+def from_loader(spec: str) -> Dataset:
+    """Call ``module:function``, which returns ``(x_train, y_train, x_test, y_test)``.
+
+    x is 2-D (rows, features); y is either class indices (1-D integers) or one-hot / score rows
+    (2-D, one column per class). Inputs are standardised with the train statistics, as digits is.
+    """
+    module_name, _, attr = spec.partition(":")
+    try:
+        function: Callable[[], Any] = getattr(importlib.import_module(module_name), attr)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import data loader {spec!r}: {exc}") from None
+    except AttributeError:
+        raise ConfigError(f"data loader {spec!r}: module {module_name!r} has no {attr!r}") from None
+    if not callable(function):
+        raise ConfigError(f"data loader {spec!r} is not a function")
+    got = function()
+    tensors = isinstance(got, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in got)
+    if not (tensors and len(got) == 4):
+        raise ConfigError(f"data loader {spec!r} must return four tensors (x_train, y_train, x_test, y_test)")
+    x, y, x_test, y_test = got
+    return _prepared(x, y, x_test, y_test, spec)
+
+
+def _prepared(
+    x: torch.Tensor, y: torch.Tensor, x_test: torch.Tensor, y_test: torch.Tensor, name: str
+) -> Dataset:
+    if x.dim() != 2 or x_test.dim() != 2 or x.shape[1] != x_test.shape[1]:
+        raise ConfigError(
+            f"data {name!r}: x_train and x_test must be 2-D with the same columns, got "
+            f"{tuple(x.shape)} and {tuple(x_test.shape)}"
+        )
+    if len(x) != len(y) or len(x_test) != len(y_test) or len(x) == 0 or len(x_test) == 0:
+        raise ConfigError(f"data {name!r}: x and y must have the same (non-zero) number of rows")
+    classes = max(_classes(y), _classes(y_test))
+    y, y_test = _one_hot(y, classes, name), _one_hot(y_test, classes, name)
+    x, x_test = x.double(), x_test.double()
+    # The train statistics only: the test set must not leak into training. Constant columns
+    # (digits has some: pixels that are always 0) keep a scale of 1 instead of dividing by 0.
+    mean, std = x.mean(0), x.std(0)
+    std = torch.where(std > 0, std, torch.ones_like(std))
+    return Dataset((x - mean) / std, y, (x_test - mean) / std, y_test)
+
+
+def _classes(y: torch.Tensor) -> int:
+    if y.dim() == 1:
+        return int(y.max()) + 1 if len(y) else 0
+    return y.shape[1]
+
+
+def _one_hot(y: torch.Tensor, classes: int, name: str) -> torch.Tensor:
+    if y.dim() == 1:
+        if y.dtype.is_floating_point or y.dtype == torch.bool or (len(y) and int(y.min()) < 0):
+            raise ConfigError(f"data {name!r}: 1-D y must hold class indices (non-negative integers)")
+        return torch.nn.functional.one_hot(y.long(), classes).double()
+    if y.dim() == 2 and y.shape[1] == classes:
+        return y.double()
+    raise ConfigError(f"data {name!r}: y must be 1-D class indices or 2-D with one column per class")

@@ -1,0 +1,131 @@
+"""Checks a run passes before its first step: devices, memory, destinations, compile backends.
+
+Each raises :class:`ConfigError` with one line, so a run that cannot finish fails in a second, not
+after an hour of training.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import torch
+
+from opzoo import _checkpoint
+from opzoo.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from opzoo._trainer import TrainConfig
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+
+
+def check_writable(what: str, path: str) -> None:
+    """Fail before training, not after it, when ``path`` cannot be written.
+
+    A file is created and removed beside ``path``: a read-only, full or pseudo file system
+    (``/proc``) is found before the first step.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"cannot write {what} {path!r}: folder {folder!r} does not exist")
+    if os.path.isdir(path):
+        raise ConfigError(f"cannot write {what} {path!r}: it is a folder")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise ConfigError(f"cannot write {what} {path!r}: the file is read-only")
+    try:
+        _checkpoint.probe(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {what} {path!r}: {exc.strerror or exc}") from None
+
+
+def check_compile_backend(name: str) -> None:
+    """Refuse a torch.compile backend that torch does not know, before anything is compiled."""
+    import torch._dynamo
+
+    if name not in torch._dynamo.list_backends(exclude_tags=()):
+        # Suggest the backends meant for use, not the debugging and testing ones.
+        usual = ", ".join(sorted(torch._dynamo.list_backends()))
+        raise ConfigError(f"unknown compile-backend {name!r}; choose from {usual}")
+
+
+def memory_needed(config: TrainConfig) -> int:
+    """Estimate the bytes a run of ``config`` holds at its peak (within a small factor)."""
+    b, d_in, h, d_out = config.batch, config.d_in, config.hidden, config.d_out
+    weights = d_in * h + h * d_out
+    # The drawn w1, w2, the trained copies and their gradients; Adam keeps two moments more.
+    weight_copies = 3 + (2 if config.optimizer == "adam" else 0)
+    # x and y; the hidden layer's pre-activation, output, what backward saves and its gradient;
+    # the prediction and its gradient.
+    elements = b * d_in + b * d_out + weight_copies * weights + 4 * b * h + 2 * b * d_out
+    return elements * DTYPES[config.dtype].itemsize
+
+
+def memory_available(device: torch.device) -> int | None:
+    """Bytes free for a new run on ``device``; None when the platform does not say."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    free = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if free is None:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    limit = _cgroup_room()
+    return free if limit is None else min(free, limit)
+
+
+def _cgroup_room() -> int | None:
+    # A container's memory limit is lower than what the host's /proc/meminfo reports.
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return None if limit == "max" else max(int(limit) - used, 0)
+
+
+def check_memory(config: TrainConfig, device: torch.device) -> None:
+    """Refuse sizes whose tensors cannot fit, with the figure, rather than fail to allocate."""
+    needed, free = memory_needed(config), memory_available(device)
+    if free is not None and needed > free:
+        raise ConfigError(
+            f"batch={config.batch}, d-in={config.d_in}, hidden={config.hidden}, d-out={config.d_out} "
+            f"need about {_bytes(needed)} of memory, but {device.type} has {_bytes(free)} available"
+        )
+
+
+def _bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{value:.3g} {unit}" if unit != "B" else f"{n} B"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def resolve_device(name: str | None) -> torch.device:
+    """Return the device to train on; cuda by default when available."""
+    if name is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"unknown device {name!r}; use cpu or cuda[:N]") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError("device cuda was asked for, but CUDA is not available here")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"device {name!r} does not exist ({torch.cuda.device_count()} GPUs)")
+    elif device.type != "cpu":
+        raise ConfigError(f"unsupported device {name!r}; use cpu or cuda[:N]")
+    return device
