@@ -108,7 +108,7 @@ class TrainConfig:
         ):
             raise ConfigError(f"checkpoint-every must be a positive integer, got {self.checkpoint_every!r}")
         if self.checkpoint_every is not None and self.checkpoint is None:
-            raise ConfigError("checkpoint-every needs --checkpoint PATH")
+            raise ConfigError("`checkpoint_every` needs a `checkpoint` path")
         if (
             isinstance(self.lr, bool)
             or not isinstance(self.lr, (int, float))
@@ -132,10 +132,10 @@ class TrainConfig:
         if self.checkpoint is not None:
             check_writable("checkpoint", self.checkpoint)
         if self.compile and self.optimizer != "manual":
-            raise ConfigError("--compile compiles the seed's manual update; it does not take --optimizer")
+            raise ConfigError("`compile` compiles the seed's manual update; it does not take an `optimizer`")
         if self.data != "random" and self.compile:
             raise ConfigError(
-                "--compile trains on the seed's random data only, not on mini-batches of --data"
+                "`compile` trains on the seed's random data only, not on mini-batches of `data`"
             )
         if self.compile:
             check_compile_backend(self.compile_backend)
@@ -399,7 +399,7 @@ def _run(
         losses = _restore(config, state, params, optimizer)
     start = len(losses)
     if start > config.steps:
-        raise ConfigError(f"the checkpoint is at step {start}, past --steps {config.steps}")
+        raise ConfigError(f"the checkpoint is at step {start}, past `steps` {config.steps}")
 
     step = None
     if config.compile:
@@ -425,7 +425,7 @@ def _run(
                     break
                 raise DivergedError(
                     f"loss became {value} at step {t} with activation {config.activation!r}; "
-                    f"try a smaller --lr (now {config.lr:g})"
+                    f"try a smaller `lr` (now {config.lr:g})"
                 )
             losses.append(value)
             if t % config.log_every == config.log_every - 1 and on_log is not None:
@@ -487,7 +487,7 @@ def compare(
 ) -> list[TrainResult]:
     """Train each activation on the same data and initial weights; return one result each."""
     if config.checkpoint or config.resume:
-        raise ConfigError("--checkpoint and --resume take one activation, not a comparison")
+        raise ConfigError("`checkpoint` and `resume` take one activation, not a comparison")
     config.validate()
     # Each activation gets the --act-arg values it takes; a value no activation takes is an error.
     own = {

@@ -88,6 +88,13 @@ COMMANDS: dict[str, tuple[Callable[[Any], argparse.ArgumentParser], Callable[[ar
 }
 
 
+def _as_flags(message: str) -> str:
+    """The library names a setting as `name` (a parameter); on the command line it is --name."""
+    import re
+
+    return re.sub(r"`([a-z][a-z0-9_]*)`", lambda m: "--" + m.group(1).replace("_", "-"), message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     parser = build_parser()
@@ -106,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"opzoo: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except OpZooError as exc:
-        print(f"opzoo: error: {exc}", file=sys.stderr)
+        print(f"opzoo: error: {_as_flags(str(exc))}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_USAGE)
     except KeyboardInterrupt:
         print("opzoo: interrupted", file=sys.stderr)

@@ -93,3 +93,16 @@ def test_bench_bad_input():
     for args, message in ((["--sizes", "1,x"], "--sizes takes"), (["--repeat", "0"], "--repeat must")):
         out = run_opzoo("bench", *args)
         assert out.returncode == 2 and out.stderr.startswith("opzoo: error: " + message)
+
+
+def test_library_errors_name_parameters_and_the_cli_names_flags(capsys):
+    """The trainer speaks of its parameters (`lr`); the command line turns them into flags (--lr)."""
+    import pytest
+
+    import opzoo
+    from opzoo.cli import main
+
+    with pytest.raises(opzoo.ConfigError, match="`checkpoint_every` needs a `checkpoint` path"):
+        opzoo.TrainConfig(checkpoint_every=5).validate()
+    assert main(["train", "--checkpoint-every", "5"]) == 2
+    assert capsys.readouterr().err == "opzoo: error: --checkpoint-every needs a --checkpoint path\n"

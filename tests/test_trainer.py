@@ -441,7 +441,7 @@ def test_deterministic_mode_is_restored_after_the_run():
         (["--act-arg", "alpha"], "--act-arg takes KEY=VALUE"),
         (["--resume", "/nonexistent/ck.pt"], "no checkpoint at"),
         (["--metrics", "out.txt"], "must end in .csv or .jsonl"),
-        (["--checkpoint-every", "5"], "needs --checkpoint"),
+        (["--checkpoint-every", "5"], "--checkpoint-every needs a --checkpoint path"),
         (["--checkpoint", "/nonexistent/ck.pt"], "folder '/nonexistent' does not exist"),
         (["--plot", "/nonexistent/loss.png"], "cannot write plot"),
         (["--metrics", "/nonexistent/m.csv"], "cannot write metrics"),
