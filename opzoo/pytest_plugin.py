@@ -16,6 +16,8 @@ from opzoo.testing._profiles import PROFILES
 
 # The registry this session checks, loaded once at collection; kept on the config, not in a global.
 REGISTRY = pytest.StashKey[Any]()
+# Ops that hung in this session: their remaining properties are skipped, not waited for again.
+HUNG = pytest.StashKey[set]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,6 +37,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated properties to check (default: all)",
     )
     group.addoption("--opzoo-profile", default=None, choices=list(PROFILES), help=PROFILES_HELP)
+    group.addoption(
+        "--opzoo-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="wall-clock limit per property (default 60); an op past it is hung, its other checks skipped",
+    )
 
 
 class OpzooCheckFailed(AssertionError):
@@ -52,13 +61,19 @@ class OpzooItem(pytest.Item):
         from opzoo.testing import check_property
 
         registry = self.config.stash[REGISTRY]
+        hung = self.config.stash.setdefault(HUNG, set())
+        if self.op in hung:
+            pytest.skip("not run: the op hung")
         result = check_property(
             registry.info(self.op),
             self.prop,
             profile=self.config.getoption("opzoo_profile"),
             device=self.device,
             registry=registry,
+            timeout=self.config.getoption("opzoo_timeout"),
         )
+        if result.timed_out:
+            hung.add(self.op)
         if result.status == "skip":
             pytest.skip(result.reason)
         if result.status == "fail":

@@ -40,3 +40,59 @@ def test_a_slow_plugin_import_is_named(env):
     notes = [line for line in out.stderr.splitlines() if line.startswith("opzoo: note: ")]
     assert any("opzoo-hostile-fixtures" in n and "sluggish" in n and "took" in n for n in notes), out.stderr
     assert not any("chatty" in n for n in notes)
+
+
+def test_a_hung_op_fails_once_and_the_others_are_checked(env):
+    """A backward that never returns fails its first property at the limit; the op's other
+    properties are 'not run: the op hung'; another op in the same run is checked as usual."""
+    # The limit is 20x what chatty's two one-example checks take; hang never returns.
+    argv = "check hang chatty -p hygiene,layout --examples 1 --timeout 20 --profile ci --device cpu --json"
+    out = run_opzoo(*argv.split(), env=env)
+    assert out.returncode == 1, out.stderr
+    got = {r["id"]: (r["status"], r["reason"]) for r in json.loads(out.stdout)["results"]}
+    assert got["hygiene[hang]"] == ("fail", "timed out after 20 s: the op hung?")
+    assert got["layout[hang]"] == ("skip", "not run: the op hung")
+    assert got["hygiene[chatty]"][0] == got["layout[chatty]"][0] == "pass"
+
+
+def test_ctrl_c_prints_what_finished(env):
+    """Ctrl-C while an op hangs ends the run (exit 130) and shows the results already finished.
+    The signal is sent only once the hung op's check has begun (read from stderr): exact, not timed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "opzoo",
+            "check",
+            "chatty",
+            "hang",
+            "-p",
+            "hygiene",
+            "--profile",
+            "ci",
+            "--device",
+            "cpu",
+            "--timeout",
+            "600",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+    try:
+        for line in proc.stderr:
+            if line.startswith("checking hang"):
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "chatty" in out and "pass" in out
+    assert "opzoo: interrupted after 1 check(s)" in err

@@ -42,6 +42,13 @@ def add_check(sub: Any) -> argparse.ArgumentParser:
         default="all",
         help="where to run (default: all; cuda is skipped without CUDA)",
     )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="wall-clock limit per property of an op (default 60); past it the op counts as hung",
+    )
     p.add_argument("--json", action="store_true", help="print results as JSON")
     return p
 
@@ -62,19 +69,29 @@ def run_check(args: argparse.Namespace) -> int:
         raise ConfigError(str(exc)) from None
     specs = [reg.info(n) for n in args.names] if args.names else sorted(reg.load_all(), key=lambda s: s.name)
     devices = ("cpu", "cuda") if args.device == "all" else (args.device,)
+    if args.timeout <= 0:
+        raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     results = []
-    for spec in specs:
-        if not args.json:
-            print(f"checking {spec.name} ...", file=sys.stderr, flush=True)
-        results += check(
-            spec,
-            props,
-            devices=devices,
-            profile=args.profile,
-            examples=args.examples,
-            registry=reg,
-            seed=args.seed,
-        )
+    try:
+        for spec in specs:
+            if not args.json:
+                print(f"checking {spec.name} ...", file=sys.stderr, flush=True)
+            results += check(
+                spec,
+                props,
+                devices=devices,
+                profile=args.profile,
+                examples=args.examples,
+                registry=reg,
+                seed=args.seed,
+                timeout=args.timeout,
+            )
+    except KeyboardInterrupt:
+        # What finished is kept: shown, then the interrupt ends the command (exit 130).
+        if results and not args.json:
+            _print_check_table(results, devices)
+        print(f"opzoo: interrupted after {len(results)} check(s)", file=sys.stderr)
+        return 130
     # After the checks: a plugin's input-strategy hook that failed during them is reported too.
     broken = [] if args.names else reg.failures()
     failed = [r for r in results if r.status == "fail"]

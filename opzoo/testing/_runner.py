@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import hypothesis
 import torch
@@ -25,6 +28,42 @@ DEVICES = ("cpu", "cuda")
 EDGE_VALUES = LARGE
 #: The large edge input has this many elements: fast paths that switch on size are exercised too.
 EDGE_SIZE = 100_000
+
+
+#: Seconds one property of one op may take before it counts as hung.
+TIMEOUT = 60.0
+HUNG = "not run: the op hung"
+
+
+class PropertyTimeout(BaseException):
+    """A property ran past its wall-clock limit. A BaseException, so that neither the op under
+    test nor hypothesis (which would shrink by running the hung example again) can swallow it."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise PropertyTimeout in this thread after ``seconds`` (SIGALRM: the main thread of a POSIX
+    process; elsewhere, or with None, no limit). Python code is interrupted; a C call that never
+    returns is not."""
+    usable = (
+        seconds is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise PropertyTimeout(seconds)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def result_id(op: str, prop: str, device: str) -> str:
@@ -56,6 +95,7 @@ class Result:
     seconds: float = 0.0
     repro: str = ""
     notes: list[str] = field(default_factory=list)  # what the check noticed, pass or fail
+    timed_out: bool = False  # ran past its wall-clock limit: the op's other properties are not run
 
     @property
     def id(self) -> str:
@@ -160,12 +200,14 @@ def check_property(
     device: str = "cpu",
     registry: Registry | None = None,
     seed: int | None = None,
+    timeout: float | None = TIMEOUT,
 ) -> Result:
     """Check one property of one op; never raises for a failing op.
 
     ``registry`` is asked for a plugin's input strategy (``opzoo_input_strategy``), if given.
     ``seed`` fixes hypothesis's search for a profile that is not derandomized; without one a seed
     is drawn, and a failure's ``reproduce:`` command names it, so that it fails again every time.
+    ``timeout``: seconds before the property counts as hung and fails (None: no limit).
     """
     began = time.perf_counter()
     property_ = PROPERTIES[prop]
@@ -195,26 +237,30 @@ def check_property(
             notes.update(dict.fromkeys(op.notes))
 
     try:
-        if property_.drawn:
+        with time_limit(timeout):
+            if property_.drawn:
 
-            @conf
-            @given(case=cases(spec, device=device, registry=registry))
-            def run(case: tuple[dict[str, Any], tuple[torch.Tensor, ...]]) -> None:
-                attempt(*case, profile != "thorough")
+                @conf
+                @given(case=cases(spec, device=device, registry=registry))
+                def run(case: tuple[dict[str, Any], tuple[torch.Tensor, ...]]) -> None:
+                    attempt(*case, profile != "thorough")
 
-            if seed is not None and not conf.derandomize:
-                run = hypothesis.seed(seed)(run)
-            run()
-        for xs in fixed_inputs(spec, device)[: property_.fixed]:
-            attempt(spec.contract.defaults(), xs, False)
-        if property_.edges:
-            for k, xs in enumerate(edge_inputs(spec, device)):
-                attempt(spec.contract.defaults(), xs, True, edge=k)
+                if seed is not None and not conf.derandomize:
+                    run = hypothesis.seed(seed)(run)
+                run()
+            for xs in fixed_inputs(spec, device)[: property_.fixed]:
+                attempt(spec.contract.defaults(), xs, False)
+            if property_.edges:
+                for k, xs in enumerate(edge_inputs(spec, device)):
+                    attempt(spec.contract.defaults(), xs, True, edge=k)
     except BaseException as exc:  # the op under test may raise anything
         if isinstance(exc, KeyboardInterrupt):
             raise
         cause = last.get("exc", exc)
         took = time.perf_counter() - began
+        if isinstance(exc, PropertyTimeout):
+            reason = f"timed out after {timeout:g} s: the op hung?"
+            return Result(spec.name, prop, device, "fail", reason, seconds=took, timed_out=True)
         if isinstance(cause, PropertySkipped):
             return Result(spec.name, prop, device, "skip", str(cause), seconds=took)
         example = _describe(last, spec.name) if "xs" in last else None
@@ -247,12 +293,17 @@ def check(
     devices: Iterable[str] = DEVICES,
     **kw: Any,
 ) -> list[Result]:
-    """Check the given properties (all by default) of one op on each device."""
-    return [
-        check_property(spec, prop, device=device, **kw)
-        for prop in (props or PROPERTIES)
-        for device in devices
-    ]
+    """Check the given properties (all by default) of one op on each device. Once a property hangs
+    (runs past ``timeout``), the op's remaining properties are skipped, so a hung op costs one
+    limit, not one per property."""
+    results: list[Result] = []
+    for prop in props or PROPERTIES:
+        for device in devices:
+            if any(r.timed_out for r in results):
+                results.append(Result(spec.name, prop, device, "skip", HUNG))
+            else:
+                results.append(check_property(spec, prop, device=device, **kw))
+    return results
 
 
 def fixed_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
