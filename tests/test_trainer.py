@@ -467,10 +467,12 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys):
 
 def test_memory_estimate_is_within_reach_of_the_real_footprint():
     """The estimate counts every tensor the run holds: it is at least the bytes of x, y, w1, w2."""
+    from opzoo._preflight import memory_needed
+
     cfg = _trainer.TrainConfig(batch=64, d_in=1000, hidden=100, d_out=10)
     data = _trainer.make_data(cfg)
     held = sum(t.numel() * t.element_size() for t in data.values())
-    assert 2 * held <= _trainer.memory_needed(cfg) <= 6 * held
+    assert 2 * held <= memory_needed(cfg) <= 6 * held
 
 
 class _WrongShape(torch.autograd.Function):
