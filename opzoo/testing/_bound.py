@@ -91,6 +91,13 @@ class Bound:
                 )
         return outs
 
+    def cast(self, dtype: torch.dtype) -> Bound:
+        """The op in ``dtype``: a learnable op's parameters rebuilt in it; a Function as it is."""
+        if self.module is None:
+            return self
+        device = self.extras[0].device if self.extras else "cpu"
+        return bind(self.spec, self.params, dtype=dtype, device=device, fast=self.fast)
+
     def inputs(self, *xs: torch.Tensor) -> Tensors:
         """Leaves for gradcheck: the inputs and every learnable tensor, all requiring grad."""
         return tuple(t.detach().clone().requires_grad_() for t in (*xs, *self.extras))

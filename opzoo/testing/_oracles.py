@@ -123,7 +123,7 @@ def extremes(op: Bound, *xs: torch.Tensor) -> None:
             big = tuple(b[(b > low) & (b < high)] for b in big)  # the open domain's ends dropped
         if all(b.numel() == 0 for b in big):
             continue
-        op_d = _in(op, dtype)
+        op_d = op.cast(dtype)
         outs, grads = vjp(op_d, big)
         finite = _finite_nearby(op_d, big, outs)
         for i, (b, g) in enumerate(zip(big, grads)):
@@ -137,14 +137,6 @@ def extremes(op: Bound, *xs: torch.Tensor) -> None:
                     f"{g.reshape(-1)[e].item()}",
                     worst={"index": (e,), "x": b.reshape(-1)[e].item(), "analytic": g.reshape(-1)[e].item()},
                 )
-
-
-def _in(op: Bound, dtype: torch.dtype) -> Bound:
-    if op.module is None:
-        return op
-    from opzoo.testing._bound import bind
-
-    return bind(op.spec, op.params, dtype=dtype)
 
 
 def _finite_nearby(op: Bound, xs: Tensors, outs: Tensors) -> torch.Tensor:

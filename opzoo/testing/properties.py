@@ -209,7 +209,7 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
     for name in op.spec.contract.dtypes:
         dtype = getattr(torch, name)
         lows = tuple(x.to(dtype) for x in xs)
-        lop = op if dtype == torch.float64 else _cast(op, dtype)
+        lop = op if dtype == torch.float64 else op.cast(dtype)
         outs, grads = vjp(lop, lows)
         gs = grad_outputs(outs)
         surrogate = op.spec.contract.surrogate is not None
@@ -437,12 +437,6 @@ PROPERTIES: dict[str, Property] = {
         Property("library", library, why_not_bridged, fixed=1),  # drawn: quick opcheck; fixed: all
     )
 }
-
-
-def _cast(op: Bound, dtype: torch.dtype) -> Bound:
-    if op.module is None:
-        return op
-    return bind(op.spec, op.params, dtype=dtype, device=op.extras[0].device if op.extras else "cpu")
 
 
 # ramp and PropertyFailed are imported from here by plugins' and opzoo's own tests.
