@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
 from conftest import install_fixture, run_opzoo
@@ -53,3 +57,76 @@ def test_a_hung_op_fails_once_and_the_others_are_checked(env):
     assert got["hygiene[hang]"] == ("fail", "timed out after 20 s: the op hung?")
     assert got["layout[hang]"] == ("skip", "not run: the op hung")
     assert got["hygiene[chatty]"][0] == got["layout[chatty]"][0] == "pass"
+
+
+def test_ctrl_c_prints_what_finished(env):
+    """Ctrl-C while an op hangs ends the run (exit 130) and shows the results already finished.
+    SIGINT is sent once `checking hang` is on stderr, that is inside the block where Ctrl-C is
+    raised until it has ended the loop: wherever it lands, it stops the run (see the next test)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "opzoo", *"check chatty hang -p hygiene --profile ci --device cpu".split()],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+    try:
+        for line in proc.stderr:
+            if line.startswith("checking hang"):
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "hygiene" in out and "chatty" in out and "pass" in out
+    assert "opzoo: interrupted after 1 check(s)" in err
+
+
+# A garbage-collector callback that is running when the signal's exception is raised: Python prints
+# and drops it ("Exception ignored in"). Hypothesis registers such a callback, so this happens to a
+# real Ctrl-C now and then; here it happens every time, by construction.
+DROPPED_ONCE = """
+import gc, os, signal, sys
+from opzoo.testing._signals import PropertyTimeout, insistent_interrupt, time_limit
+
+dropped = []
+
+def swallowing_callback(phase, info):
+    if phase != "start" or dropped:
+        return
+    try:
+        {trigger}
+        while True:
+            pass
+    except BaseException as exc:
+        dropped.append(type(exc).__name__)
+        raise
+
+try:
+    with {block}:
+        gc.callbacks.append(swallowing_callback)
+        gc.collect()
+        print("dropped", dropped, flush=True)
+        while True:
+            pass
+except {expected}:
+    print("stopped", flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("trigger", "block", "expected"),
+    [
+        ("os.kill(os.getpid(), signal.SIGINT)", "insistent_interrupt()", "KeyboardInterrupt"),
+        ("pass", "time_limit(0.01)", "PropertyTimeout"),
+    ],
+    ids=["ctrl-c", "time-limit"],
+)
+def test_a_stop_dropped_in_a_gc_callback_is_raised_again(trigger, block, expected):
+    """The first KeyboardInterrupt / PropertyTimeout is raised inside a gc callback and dropped by
+    Python; the next one, AGAIN seconds later, stops the loop. (Before: the loop spun forever.)"""
+    script = DROPPED_ONCE.format(trigger=trigger, block=block, expected=expected)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.stdout.splitlines() == [f"dropped ['{expected}']", "stopped"], out.stderr
+    assert "Exception ignored" in out.stderr

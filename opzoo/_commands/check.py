@@ -62,6 +62,7 @@ def run_check(args: argparse.Namespace) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda: CUDA is not available here, so nothing would be checked")
     from opzoo.testing._runner import check, parse_properties
+    from opzoo.testing._signals import insistent_interrupt
 
     try:
         props = parse_properties(args.property)
@@ -73,19 +74,22 @@ def run_check(args: argparse.Namespace) -> int:
         raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     results = []
     try:
-        for spec in specs:
-            if not args.json:
-                print(f"checking {spec.name} ...", file=sys.stderr, flush=True)
-            results += check(
-                spec,
-                props,
-                devices=devices,
-                profile=args.profile,
-                examples=args.examples,
-                registry=reg,
-                seed=args.seed,
-                timeout=args.timeout,
-            )
+        # Ctrl-C ends the loop however often a raise is dropped on the way (see _signals).
+        with insistent_interrupt():
+            for spec in specs:
+                if not args.json:
+                    print(f"checking {spec.name} ...", file=sys.stderr, flush=True)
+                check(
+                    spec,
+                    props,
+                    devices=devices,
+                    into=results,
+                    profile=args.profile,
+                    examples=args.examples,
+                    registry=reg,
+                    seed=args.seed,
+                    timeout=args.timeout,
+                )
     except KeyboardInterrupt:
         # What finished is kept: shown, then the interrupt ends the command (exit 130).
         if results and not args.json:

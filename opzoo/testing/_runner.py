@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
-import signal
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import hypothesis
 import torch
@@ -20,6 +17,7 @@ from opzoo._records import one_line
 from opzoo._registry import OpSpec, Registry
 from opzoo.testing import _profiles
 from opzoo.testing._bound import LARGE
+from opzoo.testing._signals import PropertyTimeout, insistent_interrupt, time_limit
 from opzoo.testing.properties import PROPERTIES, PropertyFailed, PropertySkipped, bind
 from opzoo.testing.strategies import KINK_MARGIN, cases, domain_box, push_from_kinks
 
@@ -33,37 +31,6 @@ EDGE_SIZE = 100_000
 #: Seconds one property of one op may take before it counts as hung.
 TIMEOUT = 60.0
 HUNG = "not run: the op hung"
-
-
-class PropertyTimeout(BaseException):
-    """A property ran past its wall-clock limit. A BaseException, so that neither the op under
-    test nor hypothesis (which would shrink by running the hung example again) can swallow it."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Raise PropertyTimeout in this thread after ``seconds`` (SIGALRM: the main thread of a POSIX
-    process; elsewhere, or with None, no limit). Python code is interrupted; a C call that never
-    returns is not."""
-    usable = (
-        seconds is not None
-        and hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-    )
-    if not usable:
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise PropertyTimeout(seconds)
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def result_id(op: str, prop: str, device: str) -> str:
@@ -237,7 +204,7 @@ def check_property(
             notes.update(dict.fromkeys(op.notes))
 
     try:
-        with time_limit(timeout):
+        with insistent_interrupt(), time_limit(timeout):
             if property_.drawn:
 
                 @conf
@@ -291,18 +258,23 @@ def check(
     props: Iterable[str] | None = None,
     *,
     devices: Iterable[str] = DEVICES,
+    into: list[Result] | None = None,
     **kw: Any,
 ) -> list[Result]:
     """Check the given properties (all by default) of one op on each device. Once a property hangs
     (runs past ``timeout``), the op's remaining properties are skipped, so a hung op costs one
-    limit, not one per property."""
+    limit, not one per property. Each result is also appended to ``into`` as soon as it is known,
+    so that a caller interrupted half-way through the op keeps what finished."""
     results: list[Result] = []
     for prop in props or PROPERTIES:
         for device in devices:
             if any(r.timed_out for r in results):
-                results.append(Result(spec.name, prop, device, "skip", HUNG))
+                result = Result(spec.name, prop, device, "skip", HUNG)
             else:
-                results.append(check_property(spec, prop, device=device, **kw))
+                result = check_property(spec, prop, device=device, **kw)
+            results.append(result)
+            if into is not None:
+                into.append(result)
     return results
 
 
