@@ -4,7 +4,9 @@
     .venv/bin/python benchmarks/check_repeat.py [N] [opzoo check options]
 
 Prints, per run, its wall time and whether every (op, property) verdict equals the first run's; exits
-1 if any differs. The result goes into docs/testing.md ("No flakes").
+1 if any differs. Each run after the first checks the ops in another order (rotated by one op per
+run), so that an op's verdict is shown not to depend on what ran before it in the process. With op
+names among the options, only those are checked (give options as `--name=value`). The result goes into docs/testing.md ("No flakes").
 """
 
 from __future__ import annotations
@@ -31,12 +33,16 @@ def verdicts(extra: list[str]) -> tuple[dict[str, str], float]:
 def main(argv: list[str]) -> int:
     runs = int(argv[0]) if argv and argv[0].isdigit() else 20
     extra = argv[1:] if argv and argv[0].isdigit() else argv
+    names = [a for a in extra if not a.startswith("-")]
+    options = [a for a in extra if a.startswith("-")]
     first, took = verdicts(extra)
+    names = names or list(dict.fromkeys(i.split("[", 1)[1].rstrip("]") for i in first))
     fails = sorted(k for k, v in first.items() if v == "fail")
     print(f"run 1: {took:.1f} s, {len(first)} checks, {len(fails)} failing: {', '.join(fails) or 'none'}")
     differ = 0
     for k in range(2, runs + 1):
-        again, took = verdicts(extra)
+        turn = (k - 1) % len(names)
+        again, took = verdicts(options + names[turn:] + names[:turn])
         changed = sorted(i for i in set(first) | set(again) if first.get(i) != again.get(i))
         differ += bool(changed)
         print(f"run {k}: {took:.1f} s, " + (f"DIFFERS: {', '.join(changed)}" if changed else "same verdicts"))

@@ -17,6 +17,7 @@ from opzoo._records import one_line
 from opzoo._registry import OpSpec, Registry
 from opzoo.testing import _profiles
 from opzoo.testing._bound import LARGE
+from opzoo.testing._repeatable import SEED, seeded_torch, without_local_constants
 from opzoo.testing._signals import PropertyTimeout, insistent_interrupt, time_limit
 from opzoo.testing.properties import PROPERTIES, PropertyFailed, PropertySkipped, bind
 from opzoo.testing.strategies import KINK_MARGIN, cases, domain_box, push_from_kinks
@@ -143,7 +144,10 @@ def _repro(spec: OpSpec, prop: str, example: dict[str, Any] | None, profile: str
         return cmd
     args = ", ".join(f"{k}={v!r}" for k, v in example["params"].items())
     full = "" if example["fast"] else ", fast=False"
-    head = f"{cmd}\nor in Python:\n  import torch, opzoo; from opzoo.testing import bind, PROPERTIES\n"
+    head = (
+        f"{cmd}\nor in Python:\n  import torch, opzoo; from opzoo.testing import bind, PROPERTIES\n"
+        f"  torch.manual_seed({SEED})  # as the check did: gradcheck's fast mode draws from it\n"
+    )
     call = f"PROPERTIES[{prop!r}](bind(opzoo.info({spec.name!r}), dict({args}){full}), *xs)"
     if any(t["values"] is None for t in example["inputs"]):
         return (
@@ -196,7 +200,8 @@ def check_property(
         last.clear()
         op = bind(spec, params, device=device, fast=fast)
         try:
-            property_(op, *xs)
+            with seeded_torch(device):
+                property_(op, *xs)
         except BaseException as exc:
             last.update(params=params, xs=xs, fast=fast, edge=edge, exc=exc)
             raise
@@ -204,7 +209,7 @@ def check_property(
             notes.update(dict.fromkeys(op.notes))
 
     try:
-        with insistent_interrupt(), time_limit(timeout):
+        with insistent_interrupt(), time_limit(timeout), without_local_constants():
             if property_.drawn:
 
                 @conf
