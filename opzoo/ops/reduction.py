@@ -8,12 +8,14 @@ and a fast path through torch's fused backward kernel when nothing records the b
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
 import torch
 
 from opzoo import Contract, Param
-from opzoo.ops._base import Op, composite
+from opzoo.ops._base import Op, composite, forward_mode
 
 
 class Softmax(Op):
@@ -74,6 +76,14 @@ class LogSumExp(Op):
         return grad[..., None] * torch.exp(x - y[..., None])
 
 
+# The last forward's mean and rstd on this thread, with a weak reference to its output: the
+# setup_context that follows that forward (and no other: it checks the output is the same tensor)
+# saves them, so that backward need not recompute them (one pass over x: 1.65x -> 1.2x of torch's
+# layer_norm). Where the check fails (torch.func transforms wrap the output anew), backward
+# recomputes them, as it did before.
+_FORWARD_STATS = threading.local()
+
+
 class LayerNorm(Op):
     """Layer normalisation over the last dimension, without the affine part."""
 
@@ -88,29 +98,44 @@ class LayerNorm(Op):
 
     @staticmethod
     def forward(x: torch.Tensor, eps: float) -> torch.Tensor:
-        return torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
+        if torch.compiler.is_compiling():  # Dynamo refuses side effects in a Function's forward
+            return torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
+        y, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], None, None, eps)
+        _FORWARD_STATS.last = (weakref.ref(y), mean, rstd)
+        return y
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         x, eps = inputs
         ctx.eps = eps
-        ctx.save_for_backward(x)
+        stats = None
+        if not torch.compiler.is_compiling():
+            stats, _FORWARD_STATS.last = getattr(_FORWARD_STATS, "last", None), None
+        if stats is not None and stats[0]() is output:
+            ctx.save_for_backward(x, stats[1], stats[2])  # mean and rstd: one value per row each
+        else:
+            ctx.save_for_backward(x)
+        if forward_mode():
+            ctx.save_for_forward(x, output)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None]:
         if not ctx.needs_input_grad[0]:
             return None, None
-        (x,) = ctx.saved_tensors
+        x, *stats = ctx.saved_tensors
         if x.shape[-1] == 0:
             return torch.zeros_like(x), None
         n = x.shape[-1]
-        if composite():
+        if composite():  # mean and rstd recomputed from x, so that they are differentiable
             mean = x.mean(-1, keepdim=True)
             rstd = torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + ctx.eps)
             y = (x - mean) * rstd
             # y = (x - mean) rstd: J^T g = rstd (g - mean(g) - y mean(g y))
             return rstd * (grad - grad.mean(-1, keepdim=True) - y * (grad * y).mean(-1, keepdim=True)), None
-        _, mean, rstd = torch.native_layer_norm(x, [n], None, None, ctx.eps)
+        if stats:
+            mean, rstd = stats
+        else:
+            _, mean, rstd = torch.native_layer_norm(x, [n], None, None, ctx.eps)
         gx, _, _ = torch.ops.aten.native_layer_norm_backward(
             grad, x, [n], mean, rstd, None, None, [True, False, False]
         )
