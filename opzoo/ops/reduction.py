@@ -36,6 +36,8 @@ class Softmax(Op):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         ctx.save_for_backward(output)  # the output alone determines the Jacobian
+        if forward_mode():
+            ctx.save_for_forward(output)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
@@ -46,6 +48,12 @@ class Softmax(Op):
         if composite():
             return y * (grad - (grad * y).sum(-1, keepdim=True))
         return torch.ops.aten._softmax_backward_data(grad, y, -1, y.dtype)
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        # J v = y (v - sum(v y)): the Jacobian y_i (delta_ij - y_j) is symmetric
+        return y * (tangent - (tangent * y).sum(-1, keepdim=True))
 
 
 class LogSumExp(Op):
@@ -66,6 +74,8 @@ class LogSumExp(Op):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         ctx.save_for_backward(inputs[0], output)
+        if forward_mode():
+            ctx.save_for_forward(inputs[0], output)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
@@ -74,6 +84,12 @@ class LogSumExp(Op):
         x, y = ctx.saved_tensors
         # d/dx_i log sum_j exp(x_j) = exp(x_i - lse) = softmax(x)_i
         return grad[..., None] * torch.exp(x - y[..., None])
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
+        x, y = ctx.saved_tensors
+        # J v = sum_i softmax(x)_i v_i
+        return (torch.exp(x - y[..., None]) * tangent).sum(-1)
 
 
 # The last forward's mean and rstd on this thread, with a weak reference to its output: the
@@ -123,12 +139,12 @@ class LayerNorm(Op):
         if not ctx.needs_input_grad[0]:
             return None, None
         x, *stats = ctx.saved_tensors
-        if x.shape[-1] == 0:
+        if x.numel() == 0:  # no row, or empty rows: nothing to normalise
             return torch.zeros_like(x), None
         n = x.shape[-1]
         if composite():  # mean and rstd recomputed from x, so that they are differentiable
             mean = x.mean(-1, keepdim=True)
-            rstd = torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + ctx.eps)
+            rstd = torch.rsqrt(x.var(-1, correction=0, keepdim=True) + ctx.eps)
             y = (x - mean) * rstd
             # y = (x - mean) rstd: J^T g = rstd (g - mean(g) - y mean(g y))
             return rstd * (grad - grad.mean(-1, keepdim=True) - y * (grad * y).mean(-1, keepdim=True)), None
@@ -140,3 +156,12 @@ class LayerNorm(Op):
             grad, x, [n], mean, rstd, None, None, [True, False, False]
         )
         return gx, None
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor, _eps: None) -> torch.Tensor:
+        x, y = ctx.saved_tensors
+        if x.numel() == 0:  # no row, or empty rows: nothing to normalise
+            return torch.zeros_like(tangent)
+        rstd = torch.rsqrt(x.var(-1, correction=0, keepdim=True) + ctx.eps)
+        # the Jacobian rstd (I - 1/n - y y^T / n) is symmetric: J v = rstd (v - mean(v) - y mean(v y))
+        return rstd * (tangent - tangent.mean(-1, keepdim=True) - y * (tangent * y).mean(-1, keepdim=True))
