@@ -308,3 +308,20 @@ def test_an_op_with_jvp_compiles_for_training_without_graph_break(name):
     (got,) = torch.autograd.grad(step(xr).sum(), xr)
     (want,) = torch.autograd.grad(spec.apply(xr).sum(), xr)
     torch.testing.assert_close(got, want, **TOL)
+
+
+def test_a_correct_multi_output_jvp_passes_forward_mode():
+    """A two-output op whose jvp returns both tangents right passes forward_mode (the wrong one in
+    wrong_ops, jvp_wrong_on_output_1, fails it at output 1)."""
+    from wrong_ops import _SinCos
+
+    class SinCos(_SinCos):
+        @staticmethod
+        def jvp(ctx, dx):
+            (x,) = ctx.saved_tensors
+            return dx * torch.cos(x), -dx * torch.sin(x)  # d sin = cos dx, d cos = -sin dx
+
+    reg = opzoo.Registry()
+    reg.register(SinCos, name="sincos")
+    result = check_property(reg.info("sincos"), "forward_mode", profile="ci")
+    assert result.status == "pass", result.report()
