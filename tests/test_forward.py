@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import FUNCTIONS, LEARNABLE
+from conftest import FUNCTIONS, GENERAL, LEARNABLE, SURROGATE
 from torch.autograd import forward_ad
 
 import opzoo
@@ -129,14 +129,14 @@ def test_each_wrong_op_passes_the_older_properties(wrong_registry, name):
 # -- the built-ins --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", FUNCTIONS + LEARNABLE)
+@pytest.mark.parametrize("name", FUNCTIONS + GENERAL + SURROGATE + LEARNABLE)
 def test_every_builtin_passes_forward_mode(name):
     """Every built-in's jvp (or a Module's autograd) agrees with its backward, and vmap with a loop."""
     result = check_property(BUILTIN.info(name), "forward_mode", profile="ci")
     assert result.status == "pass", result.report()
 
 
-@pytest.mark.parametrize("name", FUNCTIONS)
+@pytest.mark.parametrize("name", FUNCTIONS + GENERAL + SURROGATE)
 def test_every_builtin_function_defines_jvp_and_a_vmap_rule(name):
     """The property's forward-mode and vmap branches, not its 'must raise' ones, run for built-ins."""
     target = BUILTIN.info(name).target
@@ -161,6 +161,64 @@ def test_jacfwd_and_hessian_match_jacrev_and_the_reference(name):
     torch.testing.assert_close(hess, torch.func.jacrev(torch.func.jacrev(lambda t: op(t).sum()))(x), **TOL)
     if name not in NO_REFERENCE_HESSIAN:
         torch.testing.assert_close(hess, torch.func.hessian(lambda t: ref(t).sum())(x), **REF_TOL)
+
+
+#: Inputs of the general built-ins, as their signatures shape them (with a loop dimension).
+GENERAL_INPUTS = {
+    "linear": ((3, 4), (4, 2)),
+    "sse": ((2, 3, 4), (3, 4)),
+    "softmax": ((3, 5),),
+    "logsumexp": ((3, 5),),
+    "layer_norm": ((3, 5),),
+}
+
+
+def _inputs(name: str) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(7)
+    return tuple(torch.randn(s, generator=gen, dtype=torch.float64) for s in GENERAL_INPUTS[name])
+
+
+@pytest.mark.parametrize("name", GENERAL)
+def test_jacfwd_and_hessian_work_on_the_general_builtins(name):
+    """torch.func.jacfwd equals jacrev and the reference's Jacobian, for every input; hessian
+    (forward over reverse) equals reverse over reverse and the reference's hessian."""
+    spec = BUILTIN.info(name)
+    op = bind(spec, spec.contract.defaults())
+    xs = _inputs(name)
+    argnums = tuple(range(len(xs)))
+
+    def ref(*ts):
+        return spec.contract.reference(*ts, **spec.contract.defaults())
+
+    jac = torch.func.jacfwd(op, argnums=argnums)(*xs)
+    torch.testing.assert_close(jac, torch.func.jacrev(op, argnums=argnums)(*xs), **TOL)
+    torch.testing.assert_close(jac, torch.func.jacrev(ref, argnums=argnums)(*xs), **REF_TOL)
+    weights = torch.linspace(-1.0, 2.0, op(*xs).numel(), dtype=torch.float64).reshape(op(*xs).shape)
+
+    def total(f):
+        return lambda *ts: (f(*ts) * weights).sum()
+
+    hess = torch.func.hessian(total(op), argnums=argnums)(*xs)
+    rev = torch.func.jacrev(torch.func.jacrev(total(op), argnums=argnums), argnums=argnums)(*xs)
+    torch.testing.assert_close(hess, rev, **TOL)
+    torch.testing.assert_close(hess, torch.func.hessian(total(ref), argnums=argnums)(*xs), **REF_TOL)
+
+
+@pytest.mark.parametrize("name", SURROGATE)
+def test_jacfwd_of_a_surrogate_op_is_its_surrogates(name):
+    """A surrogate op's forward mode agrees with its backward: jacfwd equals jacrev and the
+    declared surrogate's Jacobian (not the forward's own derivative), and hessian works."""
+    spec = BUILTIN.info(name)
+    params = spec.contract.defaults()
+    op = bind(spec, params)
+    x = _x()
+    jac = torch.func.jacfwd(op)(x)
+    torch.testing.assert_close(jac, torch.func.jacrev(op)(x), **TOL)
+    torch.testing.assert_close(
+        jac, torch.func.jacrev(lambda t: spec.contract.surrogate(t, **params))(x), **TOL
+    )
+    hess = torch.func.hessian(lambda t: op(t).sum())(x)
+    torch.testing.assert_close(hess, torch.func.jacrev(torch.func.jacrev(lambda t: op(t).sum()))(x), **TOL)
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -250,3 +308,20 @@ def test_an_op_with_jvp_compiles_for_training_without_graph_break(name):
     (got,) = torch.autograd.grad(step(xr).sum(), xr)
     (want,) = torch.autograd.grad(spec.apply(xr).sum(), xr)
     torch.testing.assert_close(got, want, **TOL)
+
+
+def test_a_correct_multi_output_jvp_passes_forward_mode():
+    """A two-output op whose jvp returns both tangents right passes forward_mode (the wrong one in
+    wrong_ops, jvp_wrong_on_output_1, fails it at output 1)."""
+    from wrong_ops import _SinCos
+
+    class SinCos(_SinCos):
+        @staticmethod
+        def jvp(ctx, dx):
+            (x,) = ctx.saved_tensors
+            return dx * torch.cos(x), -dx * torch.sin(x)  # d sin = cos dx, d cos = -sin dx
+
+    reg = opzoo.Registry()
+    reg.register(SinCos, name="sincos")
+    result = check_property(reg.info("sincos"), "forward_mode", profile="ci")
+    assert result.status == "pass", result.report()

@@ -160,3 +160,26 @@ def test_ops_reference_is_fresh():
     assert (ROOT / "docs" / "ops.md").read_text() == ops_markdown(BUILTIN) + "\n", (
         "docs/ops.md is stale: run `opzoo --no-autoload list --format markdown > docs/ops.md`"
     )
+
+
+def test_layer_norm_keeps_the_forwards_mean_and_rstd_for_backward():
+    """Eager layer_norm saves the forward's mean and rstd (one value per row), so backward does not
+    recompute them; the gradient is the same either way, also under vmap where it recomputes."""
+    spec = BUILTIN.info("layer_norm")
+    x = _x().reshape(4, 6).requires_grad_()
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(tuple(t.shape)) or t, lambda t: t):
+        y = spec.apply(x)
+    assert saved == [(4, 6), (4, 1), (4, 1)]
+    g = torch.linspace(-1, 2, 24, dtype=torch.float64).reshape(4, 6)
+    (got,) = torch.autograd.grad(y, x, g)
+    (want,) = torch.autograd.grad(torch.nn.functional.layer_norm(x, (6,)), x, g)
+    torch.testing.assert_close(got, want)
+    per_row = torch.func.vmap(torch.func.grad(lambda t: (spec.apply(t) * t).sum()))(x.detach())
+    torch.testing.assert_close(
+        per_row, torch.func.vmap(torch.func.grad(lambda t: (_layer_norm(t) * t).sum()))(x.detach())
+    )
+
+
+def _layer_norm(t: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.layer_norm(t, t.shape[-1:])

@@ -350,6 +350,72 @@ class WrongValueAtUndeclaredKink(torch.autograd.Function):
         return grad * torch.where(x == 0, 5.0, (x > 0).to(grad.dtype))
 
 
+class _Matmul(torch.autograd.Function):
+    """x @ w with a correct backward and a vmap rule."""
+
+    opzoo_contract = opzoo.Contract(
+        signature="(n,k),(k,m)->(n,m)", reference=torch.matmul, double_backward=True
+    )
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, w):
+        return torch.matmul(x, w)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+        ctx.save_for_forward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return torch.matmul(grad, w.mT).sum_to_size(x.shape), torch.matmul(x.mT, grad).sum_to_size(w.shape)
+
+
+class JvpDropsATerm(_Matmul):
+    """A jvp that keeps only dx @ w when x has a tangent, and x @ dw when it has none: right for
+    dual tensors on one input, wrong under torch.func.jvp, which gives every input a tangent
+    (zeros where none is asked for). d(x @ w) = dx @ w + x @ dw needs both terms."""
+
+    @staticmethod
+    def jvp(ctx, dx, dw):
+        x, w = ctx.saved_tensors
+        return torch.matmul(dx, w) if dx is not None else torch.matmul(x, dw)
+
+
+class _SinCos(torch.autograd.Function):
+    """(sin x, cos x) with a correct backward and a vmap rule: two outputs."""
+
+    opzoo_contract = opzoo.Contract(
+        signature="()->(),()", reference=lambda x: (torch.sin(x), torch.cos(x)), double_backward=True
+    )
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return torch.sin(x), torch.cos(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, gs, gc):
+        (x,) = ctx.saved_tensors
+        return gs * torch.cos(x) - gc * torch.sin(x)
+
+
+class JvpWrongOnSecondOutput(_SinCos):
+    """A jvp whose second output's tangent has the wrong sign: d cos x = -sin x dx."""
+
+    @staticmethod
+    def jvp(ctx, dx):
+        (x,) = ctx.saved_tensors
+        return dx * torch.cos(x), dx * torch.sin(x)
+
+
 WRONG = {
     "wrong_sign": (WrongSign, "gradient", "Jacobian mismatch"),
     "wrong_part": (WrongOnPartOfDomain, "gradient", "Jacobian mismatch"),
@@ -383,6 +449,16 @@ WRONG = {
     "overflowing_backward": (OverflowingBackward, "extremes", "the forward is finite but the gradient"),
     "needs_input_grad_swapped": (NeedsInputGradSwapped, "subsets", "needs_input_grad at the right index"),
     "wrong_at_undeclared_kink": (WrongValueAtUndeclaredKink, "gradient", "no valid subgradient"),
+    "jvp_drops_a_term": (
+        JvpDropsATerm,
+        "forward_mode",
+        "torch.func.jvp differs from the backward's J v (with respect to input 1)",
+    ),
+    "jvp_wrong_on_output_1": (
+        JvpWrongOnSecondOutput,
+        "forward_mode",
+        "torch.func.jvp differs from the backward's J v (for output 1)",
+    ),
     "undeclared_ste": (
         UndeclaredSTE,
         "gradient",
@@ -393,6 +469,8 @@ WRONG = {
 
 #: The blind spots: ops that every property but the one named in WRONG passes (or skips).
 ONLY = [
+    "jvp_drops_a_term",
+    "jvp_wrong_on_output_1",
     "float32_backward",
     "overflowing_backward",
     "needs_input_grad_swapped",

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from opzoo import Contract
-from opzoo.ops._base import Op
+from opzoo.ops._base import Op, forward_mode
 
 
 def _sum_to(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -39,17 +39,30 @@ class Linear(Op):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         ctx.save_for_backward(*inputs)
+        if forward_mode():
+            ctx.save_for_forward(*inputs)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         x, w = ctx.saved_tensors
-        gx = gw = None
+        nx, nw = ctx.needs_input_grad
         # d(x @ w)/dx . g = g @ w^T;  d(x @ w)/dw . g = x^T @ g
-        if ctx.needs_input_grad[0]:
-            gx = _sum_to(torch.matmul(grad, w.mT), x.shape)
-        if ctx.needs_input_grad[1]:
-            gw = _sum_to(torch.matmul(x.mT, grad), w.shape)
+        if x.dim() == 2 and w.dim() == 2 and grad.dim() == 2:
+            # the seed's case: no loop dimensions to sum over, and mm without matmul's dispatch
+            return (grad.mm(w.t()) if nx else None), (x.t().mm(grad) if nw else None)
+        gx = _sum_to(torch.matmul(grad, w.mT), x.shape) if nx else None
+        gw = _sum_to(torch.matmul(x.mT, grad), w.shape) if nw else None
         return gx, gw
+
+    @staticmethod
+    def jvp(ctx: Any, dx: torch.Tensor | None, dw: torch.Tensor | None) -> torch.Tensor:
+        x, w = ctx.saved_tensors
+        # d(x @ w) = dx @ w + x @ dw (an input without a tangent contributes nothing)
+        if dx is None:
+            return torch.matmul(x, dw)
+        if dw is None:
+            return torch.matmul(dx, w)
+        return torch.matmul(dx, w) + torch.matmul(x, dw)
 
 
 class SSE(Op):
@@ -73,6 +86,8 @@ class SSE(Op):
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         y_pred, y = inputs
         ctx.save_for_backward(y_pred, y)
+        if forward_mode():
+            ctx.save_for_forward(y_pred, y)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -82,3 +97,10 @@ class SSE(Op):
         gp = _sum_to(g, y_pred.shape) if ctx.needs_input_grad[0] else None
         gy = _sum_to(-g, y.shape) if ctx.needs_input_grad[1] else None
         return gp, gy
+
+    @staticmethod
+    def jvp(ctx: Any, dp: torch.Tensor | None, dy: torch.Tensor | None) -> torch.Tensor:
+        y_pred, y = ctx.saved_tensors
+        # d sum((y_pred - y)^2) = sum(2 (y_pred - y) (dy_pred - dy))
+        d = dp if dy is None else -dy if dp is None else dp - dy
+        return (2 * (y_pred - y) * d).sum(dim=(-2, -1))

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from opzoo import Contract, Param
-from opzoo.ops._base import Op
+from opzoo.ops._base import Op, forward_mode
 
 ALL_DTYPES = ("float64", "float32", "bfloat16", "float16")
 
@@ -49,6 +49,11 @@ class STERound(Op):
         # d/dx x = 1 (round's own derivative is 0 almost everywhere)
         return grad if ctx.needs_input_grad[0] else None
 
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
+        # the surrogate's: d/dx x = 1, as backward (round's own, 0, would disagree with it)
+        return tangent.clone()  # a new tensor, as forward's output is one
+
 
 def _clipped(x: torch.Tensor) -> torch.Tensor:
     # clamp's gradient is 1 on the closed [-1, 1] (hardtanh's is 0 at the ends): BinaryNet's 1_{|x|<=1}
@@ -80,6 +85,8 @@ class STESign(Op):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         ctx.save_for_backward(inputs[0].abs() <= 1)  # one byte per element
+        if forward_mode():
+            ctx.save_for_forward(inputs[0])
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
@@ -88,6 +95,12 @@ class STESign(Op):
         (inside,) = ctx.saved_tensors
         # d/dx clamp(x, -1, 1) = 1 if |x| <= 1 else 0
         return grad * inside
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        # the surrogate's, as backward: d/dx clamp(x, -1, 1) = 1 if |x| <= 1 else 0
+        return tangent * (x.abs() <= 1)
 
 
 ARCTAN, FAST_SIGMOID = 0, 1
@@ -135,6 +148,8 @@ class Heaviside(Op):
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         ctx.surrogate, ctx.slope = inputs[1:]
         ctx.save_for_backward(inputs[0])
+        if forward_mode():
+            ctx.save_for_forward(inputs[0])
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
@@ -148,6 +163,15 @@ class Heaviside(Op):
             return grad * (slope / 2) / (1 + (math.pi / 2 * slope * x) ** 2), None, None
         # d/dx x/(1 + slope|x|) = 1 / (1 + slope|x|)^2
         return grad / (1 + slope * x.abs()) ** 2, None, None
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor, _surrogate: None, _slope: None) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        slope = ctx.slope
+        # the surrogate's derivative, as backward (the step's own is 0 almost everywhere)
+        if ctx.surrogate == ARCTAN:
+            return tangent * (slope / 2) / (1 + (math.pi / 2 * slope * x) ** 2)
+        return tangent / (1 + slope * x.abs()) ** 2
 
 
 class GradReverse(Op):
@@ -177,3 +201,9 @@ class GradReverse(Op):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None]:
         # d/dx (-lambd x) = -lambd
         return (grad * -ctx.lambd if ctx.needs_input_grad[0] else None), None
+
+    @staticmethod
+    def jvp(ctx: Any, tangent: torch.Tensor, _lambd: None) -> torch.Tensor:
+        # the surrogate's, as backward: d/dx (-lambd x) = -lambd (the identity's own, 1, would
+        # disagree with it: forward mode reverses too, so jacfwd equals jacrev)
+        return tangent * -ctx.lambd

@@ -409,10 +409,6 @@ def _needs_reference(spec: OpSpec) -> str | None:
     return None if spec.contract.reference is not None else "no reference declared"
 
 
-def _one_input(spec: OpSpec) -> str | None:
-    return None if len(spec.contract.sig.inputs) == 1 else "forward_mode checks one-input ops only, so far"
-
-
 def _needs_kinks(spec: OpSpec) -> str | None:
     return None if spec.contract.kinks_at() else "no kinks declared"
 
@@ -433,7 +429,7 @@ PROPERTIES: dict[str, Property] = {
         Property("subsets", _oracles.subsets, _oracles.subsets_apply, edges=True),
         # Compiling is slow: once, on one fixed input.
         Property("compile", compile, drawn=False, fixed=1),
-        Property("forward_mode", forward_mode, _one_input, fixed=1),
+        Property("forward_mode", forward_mode, fixed=1),
         Property("library", library, why_not_bridged, fixed=1),  # drawn: quick opcheck; fixed: all
     )
 }
