@@ -6,7 +6,8 @@
 Prints, per run, its wall time and whether every (op, property) verdict equals the first run's; exits
 1 if any differs. Each run after the first checks the ops in another order (rotated by one op per
 run), so that an op's verdict is shown not to depend on what ran before it in the process. With op
-names among the options, only those are checked (give options as `--name=value`). The result goes into docs/testing.md ("No flakes").
+names among the options, only those are checked (give options as `--name=value`). The result goes
+into docs/testing.md ("No flakes").
 """
 
 from __future__ import annotations
