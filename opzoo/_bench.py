@@ -19,6 +19,7 @@ import torch
 
 from opzoo._memory import saved_bytes
 from opzoo._registry import OpSpec, Registry
+from opzoo._signature import Signature
 
 SIZES = (6_400, 1_000_000, 16_000_000)
 QUICK_SIZES = (64, 4_096)
@@ -102,6 +103,25 @@ def general_shapes(spec: OpSpec, n: int) -> list[tuple[int, ...]]:
     ]
 
 
+#: The seed network's N, D_in, H and D_out.
+SEED_N, SEED_D_IN, SEED_H, SEED_D_OUT = 64, 1000, 100, 10
+#: The size whose rows are the seed's: its hidden activation has 64 x 100 elements.
+SEED_SIZE = SEED_N * SEED_H
+
+
+def seed_shapes(spec: OpSpec) -> list[list[tuple[int, ...]]] | None:
+    """Where the seed's network uses an op of ``spec``'s kind, the input shapes it uses: a linear
+    layer's two (64x1000 @ 1000x100, then 64x100 @ 100x10), the loss's 64x10 pair; else None."""
+    from opzoo._network import LINEAR_SIGNATURE, LOSS_SIGNATURE, canonical
+
+    kind = canonical(spec.contract.sig)
+    if kind == canonical(Signature.parse(LINEAR_SIGNATURE)):
+        return [[(SEED_N, SEED_D_IN), (SEED_D_IN, SEED_H)], [(SEED_N, SEED_H), (SEED_H, SEED_D_OUT)]]
+    if kind == canonical(Signature.parse(LOSS_SIGNATURE)):
+        return [[(SEED_N, SEED_D_OUT), (SEED_N, SEED_D_OUT)]]
+    return None
+
+
 def _sync(device: torch.device) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     def wrap(fn: Callable[[], Any]) -> Callable[[], Any]:
         if device.type != "cuda":
@@ -136,35 +156,53 @@ def bench_ops(
             g = torch.randn(n, generator=gen).to(device)
             for spec in _with_reference(specs):
                 if spec.contract.sig.elementwise:
-                    xs, detail = [x], f"{n:,} {device_name}"
+                    cases = [([x], f"{n:,} {device_name}")]
                 elif n <= 1_000_000:
-                    shapes = general_shapes(spec, n)
-                    xs = [torch.randn(s, generator=gen).to(device).requires_grad_() for s in shapes]
-                    detail = f"{', '.join('x'.join(map(str, s)) for s in shapes)} {device_name}"
+                    # at the seed's size, the seed's own shapes where it has this kind of op
+                    shaped = (n == SEED_SIZE and seed_shapes(spec)) or [general_shapes(spec, n)]
+                    cases = [
+                        (
+                            [torch.randn(s, generator=gen).to(device).requires_grad_() for s in shapes],
+                            f"{', '.join('x'.join(map(str, s)) for s in shapes)} {device_name}",
+                        )
+                        for shapes in shaped
+                    ]
                 else:
                     continue
-                params = spec.contract.defaults()
-                outs = spec.apply(*xs)
-                outs = outs if isinstance(outs, tuple) else (outs,)
-                gs = [
-                    g if o.shape == g.shape else torch.randn(o.shape, generator=gen).to(device) for o in outs
-                ]
-                ours = sync(_fwd_bwd(spec.bound(), xs, gs))
-                ref = sync(_fwd_bwd(lambda *ts: spec.contract.reference(*ts, **params), xs, gs))
-                reps = repeat if n < 5_000_000 else max(3, repeat // 4)
-                t_ours, t_ref = paired_medians(ours, ref, repeat=reps, min_time=0.05)
-                rows.append(
-                    Row(
-                        "op speed",
-                        spec.name,
-                        detail,
-                        t_ours * 1e6,
-                        t_ref * 1e6,
-                        "us",
-                        {"builtin": spec.source.dist == "opzoo", "elements": n},
-                    )
-                )
+                for xs, detail in cases:
+                    rows.append(_time_op(spec, xs, detail, n, gen, g, repeat, sync))
     return rows
+
+
+def _time_op(
+    spec: OpSpec,
+    xs: list[torch.Tensor],
+    detail: str,
+    n: int,
+    gen: torch.Generator,
+    g: torch.Tensor,
+    repeat: int,
+    sync: Callable[[Callable[[], Any]], Callable[[], Any]],
+) -> Row:
+    """One row: forward+backward of ``spec`` on ``xs`` against its reference, side by side."""
+    device = xs[0].device
+    params = spec.contract.defaults()
+    outs = spec.apply(*xs)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    gs = [g if o.shape == g.shape else torch.randn(o.shape, generator=gen).to(device) for o in outs]
+    ours = sync(_fwd_bwd(spec.bound(), xs, gs))
+    ref = sync(_fwd_bwd(lambda *ts: spec.contract.reference(*ts, **params), xs, gs))
+    reps = repeat if n < 5_000_000 else max(3, repeat // 4)
+    t_ours, t_ref = paired_medians(ours, ref, repeat=reps, min_time=0.05)
+    return Row(
+        "op speed",
+        spec.name,
+        detail,
+        t_ours * 1e6,
+        t_ref * 1e6,
+        "us",
+        {"builtin": spec.source.dist == "opzoo", "elements": n},
+    )
 
 
 COMPILE_SIZES = (6_400, 1_000_000)
