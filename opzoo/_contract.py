@@ -136,8 +136,18 @@ def summary_of(target: type, contract: Contract) -> str:
     """Return the op's one-line summary: declared, else the first docstring line, else empty."""
     if contract.summary:
         return contract.summary.strip().splitlines()[0]
-    doc = inspect.getdoc(target) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    # The op's own docstring, or one from a base class of its author's: torch's Function (and
+    # opzoo's own base) would describe "a base class", not the op.
+    if not isinstance(target, type):
+        doc = inspect.getdoc(target) or ""
+        return doc.splitlines()[0] if doc else ""
+    for cls in target.__mro__:
+        if cls is object or cls.__module__.split(".")[0] == "torch" or cls.__module__ == "opzoo.ops._base":
+            continue
+        doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
+        if doc:
+            return doc.splitlines()[0]
+    return ""
 
 
 def contract_of(target: Any) -> Contract:

@@ -6,8 +6,10 @@ nothing of opzoo's at run time), so no import circle can pass through it.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from opzoo.exceptions import OpZooError
 
@@ -72,3 +74,16 @@ class Failure:
         where = f" ({self.source.entry_point})" if self.source.entry_point else ""
         what = f"op {self.name!r} from " if self.name else ""
         return f"{what}{self.source}{where}: {self.reason}"
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float written as a string (``"inf"``, ``"-inf"``, ``"nan"``):
+    JSON has no infinity, and ``json.dumps`` would write ``Infinity``, which strict parsers refuse.
+    A domain's unbounded side is the common case."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

@@ -7,6 +7,7 @@ cheap until asked for: nothing heavy is imported unless ``--opzoo`` is given. Ea
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -111,6 +112,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if wanted is None:
         return
     from opzoo._loading import load
+    from opzoo.exceptions import OpNotFoundError, OpZooError
     from opzoo.testing._runner import DEVICES, parse_properties, result_id
 
     reg = config.stash[REGISTRY] = load()
@@ -122,10 +124,24 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     else:
         names = [n.strip() for n in wanted.split(",") if n.strip()]
     try:
-        props = parse_properties([config.getoption("opzoo_property") or ""])
+        chosen = config.getoption("opzoo_property")
+        props = parse_properties(None if chosen is None else [chosen])
     except ValueError as exc:
         raise pytest.UsageError(f"--opzoo-property: {exc}") from None
+    timeout = config.getoption("opzoo_timeout")
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise pytest.UsageError(f"--opzoo-timeout must be a positive number of seconds, got {timeout:g}")
     for name in dict.fromkeys(names):
+        if wanted != "*":
+            # A name that is no op is a usage error, one line; an op that fails to load is one
+            # failing test, not one per property.
+            try:
+                reg.info(name)
+            except OpNotFoundError as exc:
+                raise pytest.UsageError(f"--opzoo: {exc}") from None
+            except OpZooError as exc:
+                items.append(OpzooLoadItem.from_parent(session, name=f"load[{name}]", failure=str(exc)))
+                continue
         for prop in props:
             for device in DEVICES:
                 item_id = result_id(name, prop, device)

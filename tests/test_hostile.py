@@ -59,12 +59,15 @@ def test_a_hung_op_fails_once_and_the_others_are_checked(env):
     assert got["hygiene[chatty]"][0] == got["layout[chatty]"][0] == "pass"
 
 
-def test_ctrl_c_prints_what_finished(env):
-    """Ctrl-C while an op hangs ends the run (exit 130) and shows the results already finished.
-    SIGINT is sent once `checking hang` is on stderr, that is inside the block where Ctrl-C is
-    raised until it has ended the loop: wherever it lands, it stops the run (see the next test)."""
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+def test_ctrl_c_prints_what_finished(env, json_out):
+    """Ctrl-C while an op hangs ends the run (exit 130) and reports the results already finished,
+    in full, or as JSON marked interrupted. SIGINT is sent once `checking hang` is on stderr, that
+    is inside the block where Ctrl-C is raised until it has ended the loop: wherever it lands, it
+    stops the run (see the next test)."""
+    argv = "check chatty hang -p hygiene --profile ci --device cpu".split() + (["--json"] if json_out else [])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "opzoo", *"check chatty hang -p hygiene --profile ci --device cpu".split()],
+        [sys.executable, "-m", "opzoo", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -79,8 +82,14 @@ def test_ctrl_c_prints_what_finished(env):
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    assert "hygiene" in out and "chatty" in out and "pass" in out
     assert "opzoo: interrupted after 1 check(s)" in err
+    if json_out:
+        data = json.loads(out)
+        assert data["interrupted"] is True
+        assert [(r["id"], r["status"]) for r in data["results"]] == [("hygiene[chatty]", "pass")]
+    else:
+        assert "hygiene" in out and "chatty" in out
+        assert "1 passed, 0 failed, 0 skipped before the interrupt" in out
 
 
 # A garbage-collector callback that is running when the signal's exception is raised: Python prints

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any, Sequence
 
 from opzoo._commands import EXIT_FAILED, EXIT_OK, json_stream, registry_from
+from opzoo._records import json_safe
 from opzoo.exceptions import ConfigError
 from opzoo.testing._profiles import HELP as PROFILES_HELP
 from opzoo.testing._profiles import PROFILES
@@ -68,17 +70,19 @@ def run_check(args: argparse.Namespace) -> int:
         props = parse_properties(args.property)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    specs = [reg.info(n) for n in args.names] if args.names else sorted(reg.load_all(), key=lambda s: s.name)
+    if args.names:
+        specs = [reg.info(n) for n in dict.fromkeys(args.names)]  # a name given twice is checked once
+    else:
+        specs = sorted(reg.load_all(), key=lambda s: s.name)
     devices = ("cpu", "cuda") if args.device == "all" else (args.device,)
-    if args.timeout <= 0:
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     results = []
     try:
         # Ctrl-C ends the loop however often a raise is dropped on the way (see _signals).
         with insistent_interrupt():
             for spec in specs:
-                if not args.json:
-                    print(f"checking {spec.name} ...", file=sys.stderr, flush=True)
+                print(f"checking {spec.name} ...", file=sys.stderr, flush=True)  # stdout may be JSON
                 check(
                     spec,
                     props,
@@ -91,24 +95,46 @@ def run_check(args: argparse.Namespace) -> int:
                     timeout=args.timeout,
                 )
     except KeyboardInterrupt:
-        # What finished is kept: shown, then the interrupt ends the command (exit 130).
-        if results and not args.json:
-            _print_check_table(results, devices)
+        # What finished is kept: reported in full (JSON too, marked), then the interrupt ends the
+        # command (exit 130).
+        _report(args, results, devices, [], interrupted=True)
         print(f"opzoo: interrupted after {len(results)} check(s)", file=sys.stderr)
         return 130
     # After the checks: a plugin's input-strategy hook that failed during them is reported too.
     broken = [] if args.names else reg.failures()
+    failed = _report(args, results, devices, broken)
+    return EXIT_FAILED if failed or broken else EXIT_OK
+
+
+def _report(
+    args: argparse.Namespace,
+    results: list[Any],
+    devices: Sequence[str],
+    broken: list[Any],
+    *,
+    interrupted: bool = False,
+) -> bool:
+    """Print the results (the table, skips, notes and each failure's report, or JSON); whether any
+    failed."""
     failed = [r for r in results if r.status == "fail"]
     if args.json:
         print(
             json.dumps(
-                {"results": [r.to_dict() for r in results], "broken": [str(f) for f in broken]},
+                json_safe(
+                    {
+                        "results": [r.to_dict() for r in results],
+                        "broken": [str(f) for f in broken],
+                        "interrupted": interrupted,
+                    }
+                ),
                 indent=2,
                 default=str,
             ),
             file=json_stream(args),
         )
-        return EXIT_FAILED if failed or broken else EXIT_OK
+        return bool(failed)
+    if not results:
+        return False
     _print_check_table(results, devices)
     skipped = {}
     for r in results:
@@ -132,8 +158,9 @@ def run_check(args: argparse.Namespace) -> int:
     print(
         f"\n{passed} passed, {len(failed)} failed, {len(results) - passed - len(failed)} skipped"
         + (f", {len(broken)} broken plugin(s)" if broken else "")
+        + (" before the interrupt" if interrupted else "")
     )
-    return EXIT_FAILED if failed or broken else EXIT_OK
+    return bool(failed)
 
 
 def _print_check_table(results: list[Any], devices: Sequence[str]) -> None:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from opzoo._commands import EXIT_OK, json_stream, registry_from
+from opzoo._records import json_safe
 
 
 def add_list(sub: Any) -> argparse.ArgumentParser:
@@ -36,7 +37,7 @@ def run_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = reg.rows()
     if args.json:
-        print(json.dumps(rows, indent=2), file=json_stream(args))
+        print(json.dumps(json_safe(rows), indent=2), file=json_stream(args))
         return EXIT_OK
     from opzoo._table import text_table
 
@@ -65,7 +66,7 @@ def run_info(args: argparse.Namespace) -> int:
     spec = registry_from(args).info(args.name)
     d = spec.to_dict()
     if args.json:
-        print(json.dumps(d, indent=2, default=str), file=json_stream(args))
+        print(json.dumps(json_safe(d), indent=2, default=str), file=json_stream(args))
         return EXIT_OK
     width = max(len(k) for k in d)
     for key, value in d.items():

@@ -81,11 +81,15 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
         e = int(bad.reshape(-1).nonzero()[0])
         gv, wv = g.reshape(-1)[e].item(), w.reshape(-1)[e].item()
         index = [int(c) for c in torch.unravel_index(torch.tensor(e), x.shape)] if x.dim() else []
+        relative = abs(gv - wv) / max(abs(wv), 1e-300)
+        # A small relative error is a precision problem; a large one is a wrong formula.
+        hint = "a wrong formula?"
+        if relative < 1e-3:
+            hint = "is part of the backward computed in a lower precision?"
         raise PropertyFailed(
             f"backward differs from autograd of forward{where(i, len(xs), 'input')}: "
             f"{int(bad.sum())} of {bad.numel()} elements; first at index {index}: backward {gv!r}, "
-            f"autograd {wv!r} (relative {abs(gv - wv) / max(abs(wv), 1e-300):.2g}; float64 should agree "
-            "to about 1e-9: is part of the backward computed in a lower precision?)",
+            f"autograd {wv!r} (relative {relative:.2g}; float64 should agree to about 1e-9: {hint})",
             worst={"index": tuple(index), "x": x.reshape(-1)[e].item(), "analytic": gv, "autograd": wv},
         )
 

@@ -41,8 +41,11 @@ def result_id(op: str, prop: str, device: str) -> str:
 
 
 def parse_properties(items: Iterable[str] | None) -> list[str]:
-    """Property names from comma-separated items (all of them if none); ValueError on an unknown."""
+    """Property names from comma-separated items (all of them if None); ValueError on an unknown
+    name, or on items that name none (`-p ""`)."""
     names = [p.strip() for item in items or () for p in item.split(",") if p.strip()]
+    if items is not None and not names:
+        raise ValueError(f"no property named; choose from {', '.join(PROPERTIES)}")
     for name in names:
         if name not in PROPERTIES:
             raise ValueError(f"unknown property {name!r}; choose from {', '.join(PROPERTIES)}")
@@ -97,7 +100,8 @@ class Result:
             skip = ("index", "x", "grad_output", "input", "output")
             nums = ", ".join(f"{k} {v:.9g}" for k, v in w.items() if k not in skip)
             which = f"input {w['input']}, output {w['output']}, " if "input" in w else ""
-            lines.append(f"  worst:     {which}at index {list(w['index'])}, x = {w['x']:.9g}: {nums}")
+            value = f"input {w['input']} = " if w.get("input") else "x = "  # that input's value there
+            lines.append(f"  worst:     {which}at index {list(w['index'])}, {value}{w['x']:.9g}: {nums}")
         if self.repro:
             lines.append("  reproduce: " + self.repro.replace("\n", "\n             "))
         return "\n".join(lines)
@@ -136,8 +140,17 @@ def _describe(last: dict[str, Any], name: str) -> dict[str, Any]:
     }
 
 
-def _repro(spec: OpSpec, prop: str, example: dict[str, Any] | None, profile: str, seed: int | None) -> str:
+def _repro(
+    spec: OpSpec,
+    prop: str,
+    example: dict[str, Any] | None,
+    profile: str,
+    seed: int | None,
+    examples: int | None = None,
+) -> str:
     cmd = f"opzoo check {spec.name} --property {prop} --profile {profile}"
+    if examples:
+        cmd += f" --examples {examples}"  # another count draws other examples
     if seed is not None and profile != "ci":
         cmd += f" --seed {seed}"
     if not example:
@@ -252,7 +265,7 @@ def check_property(
             example,
             worst,
             took,
-            _repro(spec, prop, example, profile if not conf.derandomize else "ci", seed),
+            _repro(spec, prop, example, profile if not conf.derandomize else "ci", seed, examples),
             list(notes),
         )
     return Result(spec.name, prop, device, "pass", seconds=time.perf_counter() - began, notes=list(notes))

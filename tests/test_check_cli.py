@@ -1,0 +1,107 @@
+"""`opzoo check` and `pytest --opzoo`: bad input is one line, and what a run prints holds up
+(the cases a newcomer's trial of the product found)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import run_opzoo
+
+from opzoo._contract import Contract, summary_of
+from opzoo._loading import load
+from opzoo.testing import PROPERTIES, check_property
+from opzoo.testing._runner import parse_properties
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_a_timeout_that_is_no_positive_number_is_refused(value):
+    out = run_opzoo("check", "myrelu", "-p", "kinks", "--timeout", value)
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"opzoo: error: --timeout must be a positive number of seconds, got {value}"
+
+
+def test_an_empty_property_list_is_refused_not_read_as_all():
+    with pytest.raises(ValueError, match="no property named"):
+        parse_properties([""])
+    assert parse_properties(None) == list(PROPERTIES)  # None: every property
+    out = run_opzoo("check", "myrelu", "-p", "")
+    assert out.returncode == 2 and out.stderr.startswith("opzoo: error: no property named")
+
+
+def test_an_op_named_twice_is_checked_once():
+    out = run_opzoo("check", "myrelu", "myrelu", "-p", "kinks", "--device", "cpu", "--json")
+    assert [r["id"] for r in json.loads(out.stdout)["results"]] == ["kinks[myrelu]"]
+
+
+def test_info_json_is_strict_json():
+    """An unbounded domain was written as -Infinity / Infinity, which strict parsers refuse."""
+    out = run_opzoo("info", "softmax", "--json")
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    data = json.loads(out.stdout, parse_constant=refuse)
+    assert "-inf" in json.dumps(data)
+
+
+def test_an_op_without_a_docstring_has_no_summary_not_torchs():
+    import torch
+
+    class Bare(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x
+
+    class Documented(torch.autograd.Function):
+        """Mine."""
+
+    class Inherits(Documented):
+        pass
+
+    assert summary_of(Bare, Contract()) == ""
+    assert summary_of(Inherits, Contract()) == "Mine."
+
+
+def test_the_reproduce_command_keeps_the_example_count(broken_plugin_path, monkeypatch):
+    """Another --examples draws other examples: the printed command must say the count it ran."""
+    monkeypatch.syspath_prepend(broken_plugin_path)
+    reg = load()
+    result = check_property(reg.info("wrongsign"), "gradient", profile="ci", examples=3)
+    assert result.status == "fail"
+    assert result.repro.startswith("opzoo check wrongsign --property gradient --profile ci --examples 3")
+
+
+def run_pytest(*args, env, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+
+
+def test_pytest_opzoo_with_a_misspelled_op_is_one_usage_error(broken_plugin_path, tmp_path):
+    """Before: one failing test per property, each with a traceback."""
+    out = run_pytest("--opzoo=wrongsing", env={"PYTHONPATH": broken_plugin_path}, cwd=tmp_path)
+    assert out.returncode == 4  # pytest's usage error
+    assert "--opzoo: no op named 'wrongsing'; did you mean 'wrongsign'?" in out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_pytest_opzoo_with_a_broken_op_is_one_failing_test(broken_plugin_path, tmp_path):
+    """An op named that fails to load is one failing `load[...]` test, not one per property."""
+    out = run_pytest(
+        "--opzoo=crash", "-q", "--opzoo-timeout", "30", env={"PYTHONPATH": broken_plugin_path}, cwd=tmp_path
+    )
+    assert out.returncode == 1
+    assert "1 failed" in out.stdout and "load[crash]" in out.stdout, out.stdout[-2000:]
+
+
+def test_pytest_opzoo_timeout_must_be_finite(tmp_path):
+    out = run_pytest("--opzoo=myrelu", "--opzoo-timeout", "inf", env={}, cwd=tmp_path)
+    assert out.returncode == 4 and "--opzoo-timeout must be a positive number" in out.stderr
