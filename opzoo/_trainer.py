@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from opzoo import _checkpoint
+from opzoo import _checkpoint, _distributed
 from opzoo._compiled import compiled_step
+from opzoo._distributed import World
 from opzoo._network import build
 from opzoo._preflight import (
     DTYPES,
@@ -279,18 +280,30 @@ def run(
     on_warning: Callable[[str], None] | None = None,
     progress: bool = False,
     stop_on_divergence: bool = False,
+    world: World | None = None,
 ) -> TrainResult:
     """Train with ``config``; ``data`` (x, y, w1, w2) is drawn when not given.
 
     ``on_warning`` hears of problems the run survives (a checkpoint write that failed and will be
     tried again); by default they are Python warnings. A non-finite loss raises DivergedError, or,
     with ``stop_on_divergence``, ends the run with ``diverged_at`` set (a comparison goes on).
+    ``world``: this process's rank in a torchrun job (inside its process group), which trains on its
+    shard of each batch (opzoo/_distributed.py); None for one process.
     """
-    config.validate()
-    config = _resolved(config)
+    if world is not None and not world.main:
+        config = replace(config, checkpoint=None, checkpoint_every=None)  # only rank 0 writes
     warn = on_warning or (lambda message: warnings.warn(message, RuntimeWarning, stacklevel=3))
-    with _writer_lock(config), _determinism(config), _small_batches(config):
-        return _run(config, registry, data, on_log, warn, progress, stop_on_divergence)
+    with contextlib.ExitStack() as stack:
+
+        def prepare() -> _Prepared:
+            config.validate()
+            resolved = _resolved(config)
+            for context in (_writer_lock, _determinism, _small_batches):
+                stack.enter_context(context(resolved))
+            return _prepare(resolved, registry, data, world)
+
+        ready = prepare() if world is None else _distributed.agree(world, prepare)
+        return _train(ready, on_log, warn, progress, stop_on_divergence)
 
 
 def _resolved(config: TrainConfig) -> TrainConfig:
@@ -367,58 +380,121 @@ def _determinism(config: TrainConfig) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _run(
+@dataclass
+class _Prepared:
+    """A run ready for its first step: the network, its data and parameters, restored if resumed."""
+
+    config: TrainConfig
+    net: Any
+    data: Mapping[str, torch.Tensor]
+    params: dict[str, torch.Tensor]
+    optimizer: torch.optim.Optimizer | None
+    rates: dict[str, float]
+    losses: list[float]  # before a resume's first step
+    loss_at: Callable[[int], tuple[torch.Tensor | None, float]]  # step -> (loss to backward, its value)
+
+
+def _prepare(
     config: TrainConfig,
     registry: Registry | None,
     data: Mapping[str, torch.Tensor] | None,
-    on_log: Callable[[int, float], None] | None,
-    warn: Callable[[str], None],
-    progress: bool,
-    stop_on_divergence: bool = False,
-) -> TrainResult:
+    world: World | None,
+) -> _Prepared:
     net = build(config.activation, config.act_args, linear=config.linear, loss=config.loss, registry=registry)
-    act = net.act
     state = read_checkpoint(config.resume) if config.resume else None
     if state is not None:
-        _check_resumable(config, state, act)
+        _check_resumable(config, state, net.act)
         data = state["data"]
     elif data is None:
         data = make_data(config)
     device = resolve_device(config.device)
     x, y = data["x"].to(device), data["y"].to(device)
-    held_out = config.data != "random"
     w1 = data["w1"].detach().clone().to(device).requires_grad_()
     w2 = data["w2"].detach().clone().to(device).requires_grad_()
-    act = act.to(device=device, dtype=DTYPES[config.dtype])
-    params = {"w1": w1, "w2": w2, **{f"act.{k}": p for k, p in act.named_parameters()}}
+    if world is not None:  # DDP finds the parameters of a module
+        w1, w2 = torch.nn.Parameter(w1), torch.nn.Parameter(w2)
+    net.act = net.act.to(device=device, dtype=DTYPES[config.dtype])
+    params = {"w1": w1, "w2": w2, **{f"act.{k}": p for k, p in net.act.named_parameters()}}
 
     losses: list[float] = []
     optimizer = _optimizer(config, params)
     rates = learning_rates(config, params)
     if state is not None:
         losses = _restore(config, state, params, optimizer)
-    start = len(losses)
-    if start > config.steps:
-        raise ConfigError(f"the checkpoint is at step {start}, past `steps` {config.steps}")
+    if len(losses) > config.steps:
+        raise ConfigError(f"the checkpoint is at step {len(losses)}, past `steps` {config.steps}")
 
-    step = None
-    if config.compile:
+    held_out = config.data != "random"
+    loss_at: Callable[[int], tuple[torch.Tensor | None, float]]
+    if world is not None:
+        loss_at = _distributed_loss(config, world, net, x, y, w1, w2, device)
+    elif config.compile:
         step = compiled_step(
             net, params, x, y, rates, backend=config.compile_backend, label=config.activation
         )
+
+        def loss_at(t: int) -> tuple[torch.Tensor | None, float]:
+            return None, step().item()  # the compiled step has updated the weights already
+
+    else:
+
+        def loss_at(t: int) -> tuple[torch.Tensor | None, float]:
+            if held_out:
+                rows = _batch_rows(config, len(x), t).to(device)
+                loss = net(x[rows], y[rows], w1, w2)
+            else:
+                loss = net(x, y, w1, w2)
+            return loss, loss.item()
+
+    return _Prepared(config, net, data, params, optimizer, rates, losses, loss_at)
+
+
+def _distributed_loss(
+    config: TrainConfig,
+    world: World,
+    net: Any,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    device: torch.device,
+) -> Callable[[int], tuple[torch.Tensor | None, float]]:
+    """Each step's loss on this rank's shard of the global batch (the one a single process takes),
+    and the global batch's loss, the same on every rank."""
+    held_out = config.data != "random"
+    _distributed.check_batch(world, min(config.batch, len(x)) if held_out else len(x))
+    if config.loss is not None:
+        first = _batch_rows(config, len(x), 0).to(device) if held_out else slice(None)
+        _distributed.check_additive(world, net, x[first], y[first], w1, w2)
+    model = _distributed.data_parallel(net, w1, w2, str(device))
+
+    def loss_at(t: int) -> tuple[torch.Tensor | None, float]:
+        if held_out:
+            rows = _distributed.shard(world, _batch_rows(config, len(x), t)).to(device)
+            loss = model(x[rows], y[rows])
+        else:
+            loss = model(_distributed.shard(world, x), _distributed.shard(world, y))
+        return loss, _distributed.global_loss(loss)
+
+    return loss_at
+
+
+def _train(
+    ready: _Prepared,
+    on_log: Callable[[int, float], None] | None,
+    warn: Callable[[str], None],
+    progress: bool,
+    stop_on_divergence: bool,
+) -> TrainResult:
+    config, params, optimizer, data = ready.config, ready.params, ready.optimizer, ready.data
+    losses = ready.losses
+    start = len(losses)
     diverged_at = None
     bar = _progress_bar(config, start) if progress else None
     began = time.perf_counter()
     try:
         for t in range(start, config.steps):
-            if step is not None:
-                loss = step()
-            elif held_out:
-                rows = _batch_rows(config, len(x), t).to(device)
-                loss = net(x[rows], y[rows], w1, w2)
-            else:
-                loss = net(x, y, w1, w2)
-            value = loss.item()
+            loss, value = ready.loss_at(t)
             if not math.isfinite(value):
                 if stop_on_divergence:
                     diverged_at = t
@@ -430,9 +506,9 @@ def _run(
             losses.append(value)
             if t % config.log_every == config.log_every - 1 and on_log is not None:
                 on_log(t, value)
-            if step is None:
-                _backward(config, loss, w1, first=t == start)
-                _update(optimizer, params, rates)
+            if loss is not None:
+                _backward(config, loss, params["w1"], first=t == start)
+                _update(optimizer, params, ready.rates)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{value:.4g}", refresh=False)
@@ -446,10 +522,11 @@ def _run(
     if config.checkpoint:
         _save_or_raise(config, params, optimizer, data, losses)
     weights = {k: p.detach().clone() for k, p in params.items()}
-    label = config.activation + _args_label(act)
+    label = config.activation + _args_label(ready.net.act)
     acc = None
-    if held_out and diverged_at is None:
-        acc = accuracy(net, {k: v.to(device) for k, v in data.items()}, w1, w2)
+    if config.data != "random" and diverged_at is None:
+        device = params["w1"].device
+        acc = accuracy(ready.net, {k: v.to(device) for k, v in data.items()}, params["w1"], params["w2"])
     steps_run = len(losses) - start
     return TrainResult(config, label, losses, steps_run, wall, weights, acc, diverged_at)
 

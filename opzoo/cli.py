@@ -11,7 +11,7 @@ import contextlib
 import sys
 from typing import Any, Callable, Sequence
 
-from opzoo._commands import EXIT_OK, EXIT_USAGE, bench, check, listing, train
+from opzoo._commands import EXIT_OK, EXIT_USAGE, bench, check, listing, quiet_rank, train
 from opzoo.exceptions import OpZooError
 
 
@@ -95,6 +95,11 @@ def _as_flags(message: str) -> str:
     return re.sub(r"`([a-z][a-z0-9_]*)`", lambda m: "--" + m.group(1).replace("_", "-"), message)
 
 
+def _error(line: str) -> None:
+    if not quiet_rank():  # under torchrun, rank 0 alone reports (the others exit with the same code)
+        print(line, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     parser = build_parser()
@@ -110,13 +115,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return COMMANDS[args.command][1](args)
         return COMMANDS[args.command][1](args)
     except _UsageError as exc:
-        print(f"opzoo: error: {exc}", file=sys.stderr)
+        _error(f"opzoo: error: {exc}")
         return EXIT_USAGE
     except OpZooError as exc:
-        print(f"opzoo: error: {_as_flags(str(exc))}", file=sys.stderr)
+        _error(f"opzoo: error: {_as_flags(str(exc))}")
         return getattr(exc, "exit_code", EXIT_USAGE)
     except KeyboardInterrupt:
-        print("opzoo: interrupted", file=sys.stderr)
+        _error("opzoo: interrupted")
         return 130
     except BrokenPipeError:
         # `opzoo list | head` closed the pipe; not an error of ours.

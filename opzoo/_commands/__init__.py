@@ -32,3 +32,12 @@ def json_stream(args: argparse.Namespace) -> TextIO:
     """Where a command writes its JSON: the real stdout. While a command runs with ``--json``,
     anything else printed to stdout (a plugin printing at import) goes to stderr instead."""
     return getattr(args, "json_stdout", None) or sys.stdout
+
+
+def quiet_rank() -> bool:
+    """True in a torchrun process other than rank 0: it prints no error, since rank 0 reports every
+    one (opzoo/_distributed.py agrees on errors before training; later ones are the same on all)."""
+    import os
+
+    world = os.environ.get("WORLD_SIZE", "1").strip()
+    return world not in ("", "1") and os.environ.get("RANK", "0").strip() != "0"
