@@ -20,7 +20,13 @@ from opzoo import _distributed
 from opzoo._network import Network, seed_linear, seed_loss
 from opzoo.cli import main
 
-TORCHRUN_ENV = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+TORCHRUN_ENV = {
+    "WORLD_SIZE": "2",
+    "RANK": "0",
+    "LOCAL_RANK": "0",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "1",
+}
 SMALL = dict(batch=7, d_in=20, hidden=12, d_out=3, lr=1e-3, seed=3, optimizer="sgd", device="cpu")
 SMALL_FLAGS = [
     *("--batch", "7", "--d-in", "20", "--hidden", "12", "--d-out", "3", "--lr", "1e-3", "--seed", "3"),
@@ -58,7 +64,9 @@ def test_two_processes_match_one_on_the_seed_config(tmp_path):
     steps in float32 (rounding, summed in another order, is chaotic beyond: 1.7e-3 apart at step 499
     as SGD against the manual update is) and over all 500 steps in float64."""
     for dtype, steps, rel in (("float32", 100, 1e-5), ("float64", 500, 1e-7)):
-        out = torchrun("--seed", "0", "--optimizer", "sgd", "--dtype", dtype, "--steps", str(steps), cwd=tmp_path)
+        out = torchrun(
+            "--seed", "0", "--optimizer", "sgd", "--dtype", dtype, "--steps", str(steps), cwd=tmp_path
+        )
         assert out.returncode == 0, out.stderr
         one = opzoo.train(seed=0, optimizer="sgd", dtype=dtype, steps=steps, device="cpu")
         assert_rel(logged(out.stdout), one.logged(), rel)
@@ -132,7 +140,9 @@ def test_the_world_comes_from_torchrun_environment():
     """WORLD_SIZE unset or 1 is one process; a partial torchrun environment is refused by name."""
     assert _distributed.from_env({}) is None
     assert _distributed.from_env({"WORLD_SIZE": "1"}) is None
-    assert _distributed.from_env(TORCHRUN_ENV | {"RANK": "1", "LOCAL_RANK": "1"}) == _distributed.World(1, 2, 1)
+    assert _distributed.from_env(TORCHRUN_ENV | {"RANK": "1", "LOCAL_RANK": "1"}) == _distributed.World(
+        1, 2, 1
+    )
     with pytest.raises(opzoo.ConfigError, match="MASTER_ADDR is not set"):
         _distributed.from_env({k: v for k, v in TORCHRUN_ENV.items() if k != "MASTER_ADDR"})
     with pytest.raises(opzoo.ConfigError, match="does not fit"):
