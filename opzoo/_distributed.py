@@ -107,9 +107,10 @@ def process_group(world: World, device: str) -> Iterator[None]:
 def agree(world: World, work: Callable[[], T]) -> T:
     """Run ``work`` on every rank; if it fails on any, raise on all.
 
-    A rank's own error is raised as it is; the others raise :class:`RankError` with the first failed
-    rank's message and exit code. Without this, ranks that passed would wait in their next collective
-    for the one that left (until torchrun noticed), and a failure on rank 1 alone would go unreported.
+    Each rank that failed raises its own error; the others raise :class:`RankError` with the first
+    failed rank's message and exit code. Rank 0, which comes first, so reports the first failure.
+    Without this, ranks that passed would wait in their next collective for the one that left (until
+    torchrun noticed), and a failure on rank 1 alone would go unreported.
     """
     error: BaseException | None = None
     try:
@@ -118,20 +119,19 @@ def agree(world: World, work: Callable[[], T]) -> T:
         error = exc
     mine = None
     if error is not None:
-        mine = (str(error) or type(error).__name__, getattr(error, "exit_code", 2 if _ours(error) else 1))
+        code = getattr(error, "exit_code", 2) if isinstance(error, OpZooError) else 1
+        mine = (str(error) or type(error).__name__, code)
     told: list[Any] = [None] * world.size
     dist.all_gather_object(told, mine)
-    if error is not None:
-        raise error
-    for rank, failed in enumerate(told):
-        if failed is not None:
-            message, code = failed
-            raise RankError(f"rank {rank}: {message}", code)
-    return result
-
-
-def _ours(error: BaseException) -> bool:
-    return isinstance(error, OpZooError)
+    first = next(((rank, failed) for rank, failed in enumerate(told) if failed is not None), None)
+    if first is None:
+        return result
+    if error is None:
+        rank, (message, code) = first
+        error = RankError(f"rank {rank}: {message}", code)
+    if isinstance(error, OpZooError):
+        error.reported_by_rank_0 = True  # type: ignore[attr-defined]  # (see _commands.quiet_rank)
+    raise error
 
 
 class _SeedNet(torch.nn.Module):

@@ -96,8 +96,7 @@ def _as_flags(message: str) -> str:
 
 
 def _error(line: str) -> None:
-    if not quiet_rank():  # under torchrun, rank 0 alone reports (the others exit with the same code)
-        print(line, file=sys.stderr)
+    print(line, file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,13 +114,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return COMMANDS[args.command][1](args)
         return COMMANDS[args.command][1](args)
     except _UsageError as exc:
+        if quiet_rank():  # the same command line: rank 0 says it (see _commands.quiet_rank)
+            return EXIT_OK
         _error(f"opzoo: error: {exc}")
         return EXIT_USAGE
     except OpZooError as exc:
+        if getattr(exc, "reported_by_rank_0", False) and quiet_rank():
+            return EXIT_OK
         _error(f"opzoo: error: {_as_flags(str(exc))}")
         return getattr(exc, "exit_code", EXIT_USAGE)
     except KeyboardInterrupt:
-        _error("opzoo: interrupted")
+        if not quiet_rank():  # torchrun passed Ctrl-C to every rank
+            _error("opzoo: interrupted")
         return 130
     except BrokenPipeError:
         # `opzoo list | head` closed the pipe; not an error of ours.

@@ -101,7 +101,7 @@ def test_rank_zero_alone_prints_and_writes_and_a_resume_continues(tmp_path):
 @torchrun_group
 def test_an_error_on_one_rank_stops_all_with_one_line(tmp_path):
     """A metrics file rank 0 cannot write fails rank 0 alone before training: every rank stops (none
-    waits for it), rank 0 prints one line and exits 2."""
+    waits for it), rank 0 prints one line and exits 2, the other exits 0."""
     missing = tmp_path / "missing" / "m.csv"
     out = torchrun(*SMALL_FLAGS, "--steps", "5", "--metrics", str(missing), cwd=tmp_path)
     assert out.returncode != 0
@@ -111,6 +111,7 @@ def test_an_error_on_one_rank_stops_all_with_one_line(tmp_path):
     ]
     # torchrun's own failure report gives each rank's exit status
     assert re.search(r"rank\s*:\s*0 \(local_rank: 0\)\s*exitcode\s*:\s*2\b", out.stderr), out.stderr
+    assert not re.search(r"rank\s*:\s*1 \(local_rank: 1\)", out.stderr)  # it succeeded
 
 
 @pytest.mark.parametrize(
@@ -124,16 +125,41 @@ def test_an_error_on_one_rank_stops_all_with_one_line(tmp_path):
 )
 @pytest.mark.parametrize("rank", ["0", "1"])
 def test_what_torchrun_does_not_take_is_one_line_on_rank_zero(args, rank, monkeypatch, capsys):
-    """--seeds, a comparison, --compile and a GPU index are refused before the process group: exit 2,
-    one `opzoo: error:` line from rank 0, nothing from the others."""
+    """--seeds, a comparison, --compile and a GPU index are refused before the process group: one
+    `opzoo: error:` line from rank 0, exit 2; the others say nothing and exit 0 (a failed status would
+    make torchrun stop rank 0, perhaps before it had said why)."""
     for key, value in (TORCHRUN_ENV | {"RANK": rank, "LOCAL_RANK": rank}).items():
         monkeypatch.setenv(key, value)
-    assert main(["train", *args]) == 2
+    code = main(["train", *args])
     err = capsys.readouterr().err
     if rank == "0":
+        assert code == 2
         assert len(err.splitlines()) == 1 and err.startswith("opzoo: error: under torchrun"), err
     else:
-        assert err == ""
+        assert code == 0 and err == ""
+
+
+def test_a_failure_on_one_rank_is_raised_on_all(monkeypatch):
+    """agree: rank 0 raises another rank's failure as `rank N: message` with its exit code; a rank's
+    own error is raised as it is; with no failure each rank gets its result."""
+
+    def gathered(told):
+        def all_gather_object(out, mine):
+            out[:] = [mine if t is None else t for t in told]
+
+        return all_gather_object
+
+    def fail():
+        raise opzoo.ConfigError("no such folder")
+
+    monkeypatch.setattr(_distributed.dist, "all_gather_object", gathered([None, ("rank one broke", 1)]))
+    with pytest.raises(_distributed.RankError, match="^rank 1: rank one broke$") as caught:
+        _distributed.agree(_distributed.World(0, 2, 0), lambda: 42)
+    assert caught.value.exit_code == 1 and caught.value.reported_by_rank_0
+    with pytest.raises(opzoo.ConfigError, match="no such folder"):
+        _distributed.agree(_distributed.World(1, 2, 1), fail)
+    monkeypatch.setattr(_distributed.dist, "all_gather_object", gathered([None, None]))
+    assert _distributed.agree(_distributed.World(0, 2, 0), lambda: 42) == 42
 
 
 def test_the_world_comes_from_torchrun_environment():

@@ -35,8 +35,13 @@ def json_stream(args: argparse.Namespace) -> TextIO:
 
 
 def quiet_rank() -> bool:
-    """True in a torchrun process other than rank 0: it prints no error, since rank 0 reports every
-    one (opzoo/_distributed.py agrees on errors before training; later ones are the same on all)."""
+    """True in a torchrun process other than rank 0.
+
+    Such a rank neither prints nor fails with an error that rank 0 reports too (a usage error, a
+    refused option, an error agreed on before training, a divergence): it exits 0 and leaves the
+    error to rank 0. A failed exit status would make torchrun stop every other process, rank 0
+    included, possibly before rank 0 had printed the error or set its exit status.
+    """
     import os
 
     world = os.environ.get("WORLD_SIZE", "1").strip()

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from opzoo._commands import EXIT_OK, json_stream, registry_from
-from opzoo.exceptions import ConfigError
+from opzoo.exceptions import ConfigError, DivergedError, OpZooError
 
 
 def add_train(sub: Any) -> argparse.ArgumentParser:
@@ -141,10 +141,18 @@ def run_train(args: argparse.Namespace) -> int:
 
     world = _distributed.from_env()
     assert world is not None
-    _refuse_under_torchrun(args, names)
-    args.device = _distributed.rank_device(world, getattr(args, "device", None))
-    with _distributed.process_group(world, args.device):
-        return _train(args, names, world)
+    try:
+        _refuse_under_torchrun(args, names)
+        args.device = _distributed.rank_device(world, getattr(args, "device", None))
+    except OpZooError as exc:
+        exc.reported_by_rank_0 = True  # type: ignore[attr-defined]  # every rank refuses alike
+        raise
+    try:
+        with _distributed.process_group(world, args.device):
+            return _train(args, names, world)
+    except DivergedError as exc:
+        exc.reported_by_rank_0 = True  # type: ignore[attr-defined]  # the global loss: on all ranks
+        raise
 
 
 def _refuse_under_torchrun(args: argparse.Namespace, names: list[str]) -> None:
