@@ -133,5 +133,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     finally:
         registry = getattr(locals().get("args"), "loaded_registry", None)
-        for line in registry.slow() if registry is not None else ():
+        for line in registry.slow() if registry is not None and not quiet_rank() else ():
             print(f"opzoo: note: {line}", file=sys.stderr)
