@@ -27,7 +27,6 @@ TORCHRUN_ENV = {
     "MASTER_ADDR": "127.0.0.1",
     "MASTER_PORT": "1",
 }
-SMALL = dict(batch=7, d_in=20, hidden=12, d_out=3, lr=1e-3, seed=3, optimizer="sgd", device="cpu")
 SMALL_FLAGS = [
     *("--batch", "7", "--d-in", "20", "--hidden", "12", "--d-out", "3", "--lr", "1e-3", "--seed", "3"),
     *("--optimizer", "sgd"),
@@ -74,10 +73,12 @@ def test_two_processes_match_one_on_the_seed_config(tmp_path):
 
 @torchrun_group
 def test_rank_zero_alone_prints_and_writes_and_a_resume_continues(tmp_path):
-    """With an uneven split (7 rows on 2 ranks) only rank 0 prints, takes the lock and writes the
-    checkpoint, metrics and plot; a resume under torchrun ends where one uninterrupted process does."""
+    """On digits' mini-batches of 7 rows (split 4 and 3) only rank 0 prints, takes the lock and writes
+    the checkpoint, metrics and plot; a resume under torchrun ends where one uninterrupted process
+    does (its default Adam, 40 steps)."""
+    digits = ("--data", "digits", "--batch", "7", "--seed", "3")
     first = torchrun(
-        *SMALL_FLAGS,
+        *digits,
         *("--steps", "20", "--log-every", "5", "--checkpoint", "ck.pt", "--checkpoint-every", "10"),
         *("--metrics", "m.csv", "--plot", "p.png"),
         cwd=tmp_path,
@@ -93,8 +94,9 @@ def test_rank_zero_alone_prints_and_writes_and_a_resume_continues(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     result = json.loads(resumed.stdout)  # one document: one rank printed
     assert result["steps_run"] == 20 and result["config"]["batch"] == 7
-    one = opzoo.train(**SMALL, steps=40)
+    one = opzoo.train(data="digits", batch=7, seed=3, steps=40, device="cpu")
     assert result["final_loss"] == pytest.approx(one.final_loss, rel=1e-5)
+    assert result["test_accuracy"] == pytest.approx(one.test_accuracy, abs=1e-9)
     assert opzoo_lines(resumed.stderr) == []
 
 
