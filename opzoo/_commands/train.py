@@ -132,16 +132,14 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    names = [n.strip() for n in getattr(args, "activation", "myrelu").split(",") if n.strip()]
-    if not names:
-        raise ConfigError("--activation needs at least one op name")
     if os.environ.get("WORLD_SIZE", "1").strip() in ("", "1"):  # one process: torch.distributed untouched
-        return _train(args, names, None)
+        return _train(args, _names(args), None)
     from opzoo import _distributed
 
-    world = _distributed.from_env()
-    assert world is not None
     try:
+        world = _distributed.from_env()
+        assert world is not None
+        names = _names(args)
         _refuse_under_torchrun(args, names)
         args.device = _distributed.rank_device(world, getattr(args, "device", None))
     except OpZooError as exc:
@@ -153,6 +151,13 @@ def run_train(args: argparse.Namespace) -> int:
     except DivergedError as exc:
         exc.reported_by_rank_0 = True  # type: ignore[attr-defined]  # the global loss: on all ranks
         raise
+
+
+def _names(args: argparse.Namespace) -> list[str]:
+    names = [n.strip() for n in getattr(args, "activation", "myrelu").split(",") if n.strip()]
+    if not names:
+        raise ConfigError("--activation needs at least one op name")
+    return names
 
 
 def _refuse_under_torchrun(args: argparse.Namespace, names: list[str]) -> None:
