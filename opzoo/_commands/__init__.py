@@ -44,5 +44,11 @@ def quiet_rank() -> bool:
     """
     import os
 
-    world = os.environ.get("WORLD_SIZE", "1").strip()
-    return world not in ("", "1") and os.environ.get("RANK", "0").strip() != "0"
+    return in_torchrun() and os.environ.get("RANK", "0").strip() != "0"
+
+
+def in_torchrun() -> bool:
+    """True in a process of a torchrun job of several processes (WORLD_SIZE above 1)."""
+    import os
+
+    return os.environ.get("WORLD_SIZE", "1").strip() not in ("", "1")

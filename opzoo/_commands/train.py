@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from opzoo._commands import EXIT_OK, json_stream, registry_from
+from opzoo._commands import EXIT_OK, in_torchrun, json_stream, registry_from
 from opzoo.exceptions import ConfigError, DivergedError, OpZooError
 
 
@@ -132,7 +132,7 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    if os.environ.get("WORLD_SIZE", "1").strip() in ("", "1"):  # one process: torch.distributed untouched
+    if not in_torchrun():  # one process: torch.distributed untouched
         return _train(args, _names(args), None)
     from opzoo import _distributed
 
