@@ -1,7 +1,8 @@
 """Data-parallel training under torchrun: the same run as one process, rank 0 alone prints and writes.
 
-Each torchrun starts two processes that import torch (about 6 s here); the five below take about 40 s
-together. They share one xdist group, so that two never compete for this machine's two cores at once.
+Each torchrun starts two processes that import torch (about 6 s here); the five below took 55 s
+together on this 2-core machine shared with other jobs (load 4). They share one xdist group, so that
+two never compete for this machine's two cores at once.
 """
 
 from __future__ import annotations
