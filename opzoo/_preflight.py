@@ -15,7 +15,7 @@ from opzoo import _checkpoint
 from opzoo.exceptions import ConfigError
 
 if TYPE_CHECKING:
-    from opzoo._trainer import TrainConfig
+    from opzoo._config import TrainConfig
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 

@@ -13,133 +13,33 @@ import math
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from opzoo import _checkpoint
+from opzoo import _checkpoint, _distributed, _resume
 from opzoo._compiled import compiled_step
-from opzoo._network import build
-from opzoo._preflight import (
-    DTYPES,
-    check_compile_backend,
-    check_memory,
-    check_writable,
-    resolve_device,
+
+# The settings and the checkpoint helpers live in their own modules; importers of the trainer find
+# them here too (tests, the CLI).
+from opzoo._config import (  # noqa: F401
+    HELD_OUT_DEFAULTS,
+    MODEL_FIELDS,
+    OPTIMIZERS,
+    SEED_RANGE,
+    TrainConfig,
+    config_for,
 )
-from opzoo.exceptions import CheckpointError, ConfigError, ContractError, DivergedError, ParamError
+from opzoo._distributed import World
+from opzoo._network import build
+from opzoo._preflight import DTYPES, check_writable, resolve_device  # noqa: F401
+from opzoo._resume import read_checkpoint, saved_config  # noqa: F401
+from opzoo.exceptions import ConfigError, ContractError, DivergedError, ParamError
 from opzoo.nn import Activation, TorchActivation, params_of
 
 if TYPE_CHECKING:
     from opzoo._registry import Registry
-
-OPTIMIZERS = ("manual", "sgd", "adam")
-# Settings that define the model and its data; a resumed run must agree with its checkpoint on them.
-MODEL_FIELDS = (
-    "activation",
-    "act_args",
-    "batch",
-    "d_in",
-    "hidden",
-    "d_out",
-    "lr",
-    "act_lr",
-    "dtype",
-    "optimizer",
-    "linear",
-    "loss",
-    "data",
-)
-# Defaults that differ from the seed's for held-out data (digits, or a loader's; a user's explicit
-# settings win): a real task on mini-batches, where the seed's lr and plain gradient descent crawl.
-HELD_OUT_DEFAULTS: dict[str, Any] = {
-    "batch": 64,
-    "steps": 800,
-    "lr": 3e-3,
-    "optimizer": "adam",
-    "log_every": 200,
-}
-# torch.manual_seed takes these, negative ones remapped; anything else overflows inside torch.
-SEED_RANGE = (-(2**63), 2**64 - 1)
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """One training run. The defaults are the seed program's."""
-
-    activation: str = "myrelu"
-    act_args: Mapping[str, float] = field(default_factory=dict)
-    batch: int = 64
-    d_in: int = 1000
-    hidden: int = 100
-    d_out: int = 10
-    steps: int = 500
-    lr: float = 1e-6
-    # A learnable activation's parameters: None scales lr by 1 / (elements sharing each value), since
-    # a shared slope sums the gradient of every element it touches (Adam, scale-free, keeps lr).
-    act_lr: float | None = None
-    log_every: int = 100
-    seed: int | None = None
-    device: str | None = None  # None: cuda when available, else cpu
-    dtype: str = "float32"
-    optimizer: str = "manual"  # the seed's update; or "sgd", "adam" from torch.optim
-    compile: bool = False  # the whole step (forward, backward, update) through torch.compile
-    compile_backend: str = "inductor"
-    linear: str | None = None  # a registered (n,k),(k,m)->(n,m) op; None: the seed's x.mm(w)
-    loss: str | None = None  # a registered (n,m),(n,m)->() op; None: the seed's sum of squares
-    # MKL's reproducible mode, one intra-op thread, deterministic kernels: bit-identical results
-    # in every process on one machine, at some speed (docs/trainer.md).
-    deterministic: bool = False
-    checkpoint: str | None = None
-    checkpoint_every: int | None = None
-    resume: str | None = None
-    # "random" (the seed's), "digits" (scikit-learn's), or "module:function" (docs/trainer.md).
-    data: str = "random"
-
-    def validate(self) -> None:
-        """Raise ConfigError naming the first invalid setting."""
-        for name in ("batch", "d_in", "hidden", "d_out", "steps", "log_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        if self.checkpoint_every is not None and (
-            not isinstance(self.checkpoint_every, int) or self.checkpoint_every <= 0
-        ):
-            raise ConfigError(f"checkpoint-every must be a positive integer, got {self.checkpoint_every!r}")
-        if self.checkpoint_every is not None and self.checkpoint is None:
-            raise ConfigError("`checkpoint_every` needs a `checkpoint` path")
-        if (
-            isinstance(self.lr, bool)
-            or not isinstance(self.lr, (int, float))
-            or not (math.isfinite(self.lr) and self.lr > 0)
-        ):
-            raise ConfigError(f"lr must be a positive finite number, got {self.lr!r}")
-        if self.act_lr is not None and not (
-            isinstance(self.act_lr, (int, float)) and math.isfinite(self.act_lr) and self.act_lr > 0
-        ):
-            raise ConfigError(f"act-lr must be a positive finite number, got {self.act_lr!r}")
-        if self.seed is not None and (
-            isinstance(self.seed, bool)
-            or not isinstance(self.seed, int)
-            or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]
-        ):
-            raise ConfigError(f"seed must be an integer from -2**63 to 2**64-1, got {self.seed!r}")
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPES)}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(f"unknown optimizer {self.optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
-        if self.checkpoint is not None:
-            check_writable("checkpoint", self.checkpoint)
-        if self.compile and self.optimizer != "manual":
-            raise ConfigError("`compile` compiles the seed's manual update; it does not take an `optimizer`")
-        if self.data != "random" and self.compile:
-            raise ConfigError(
-                "`compile` trains on the seed's random data only, not on mini-batches of `data`"
-            )
-        if self.compile:
-            check_compile_backend(self.compile_backend)
-        check_memory(self, resolve_device(self.device))
 
 
 @dataclass
@@ -180,19 +80,6 @@ class TrainResult:
             "diverged_at": self.diverged_at,
             "config": asdict(self.config) | {"act_args": dict(self.config.act_args)},
         }
-
-
-def config_for(data: str = "random", **given: Any) -> TrainConfig:
-    """Return a TrainConfig for ``data``: its defaults (HELD_OUT_DEFAULTS, and the data set's own d_in and
-    d_out), then the settings ``given``, which win."""
-    defaults: dict[str, Any] = {}
-    if data != "random":
-        defaults.update(HELD_OUT_DEFAULTS)
-        from opzoo import _data
-
-        ds = _data.load(data)
-        defaults.update(d_in=ds.d_in, d_out=ds.d_out)
-    return TrainConfig(data=data, **{**defaults, **given})
 
 
 def make_data(config: TrainConfig) -> dict[str, torch.Tensor]:
@@ -279,18 +166,30 @@ def run(
     on_warning: Callable[[str], None] | None = None,
     progress: bool = False,
     stop_on_divergence: bool = False,
+    world: World | None = None,
 ) -> TrainResult:
     """Train with ``config``; ``data`` (x, y, w1, w2) is drawn when not given.
 
     ``on_warning`` hears of problems the run survives (a checkpoint write that failed and will be
     tried again); by default they are Python warnings. A non-finite loss raises DivergedError, or,
     with ``stop_on_divergence``, ends the run with ``diverged_at`` set (a comparison goes on).
+    ``world``: this process's rank in a torchrun job (inside its process group), which trains on its
+    shard of each batch (opzoo/_distributed.py); None for one process.
     """
-    config.validate()
-    config = _resolved(config)
+    if world is not None and not world.main:
+        config = replace(config, checkpoint=None, checkpoint_every=None)  # only rank 0 writes
     warn = on_warning or (lambda message: warnings.warn(message, RuntimeWarning, stacklevel=3))
-    with _writer_lock(config), _determinism(config), _small_batches(config):
-        return _run(config, registry, data, on_log, warn, progress, stop_on_divergence)
+    with contextlib.ExitStack() as stack:
+
+        def prepare() -> _Prepared:
+            config.validate()
+            resolved = _resolved(config)
+            for context in (_writer_lock, _determinism, _small_batches):
+                stack.enter_context(context(resolved))
+            return _prepare(resolved, registry, data, world)
+
+        ready = prepare() if world is None else _distributed.agree(world, prepare)
+        return _train(ready, on_log, warn, progress, stop_on_divergence)
 
 
 def _resolved(config: TrainConfig) -> TrainConfig:
@@ -367,58 +266,121 @@ def _determinism(config: TrainConfig) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _run(
+@dataclass
+class _Prepared:
+    """A run ready for its first step: the network, its data and parameters, restored if resumed."""
+
+    config: TrainConfig
+    net: Any
+    data: Mapping[str, torch.Tensor]
+    params: dict[str, torch.Tensor]
+    optimizer: torch.optim.Optimizer | None
+    rates: dict[str, float]
+    losses: list[float]  # before a resume's first step
+    loss_at: Callable[[int], tuple[torch.Tensor | None, float]]  # step -> (loss to backward, its value)
+
+
+def _prepare(
     config: TrainConfig,
     registry: Registry | None,
     data: Mapping[str, torch.Tensor] | None,
-    on_log: Callable[[int, float], None] | None,
-    warn: Callable[[str], None],
-    progress: bool,
-    stop_on_divergence: bool = False,
-) -> TrainResult:
+    world: World | None,
+) -> _Prepared:
     net = build(config.activation, config.act_args, linear=config.linear, loss=config.loss, registry=registry)
-    act = net.act
-    state = read_checkpoint(config.resume) if config.resume else None
+    state = _resume.read_checkpoint(config.resume) if config.resume else None
     if state is not None:
-        _check_resumable(config, state, act)
+        _resume.check_resumable(config, state, net.act)
         data = state["data"]
     elif data is None:
         data = make_data(config)
     device = resolve_device(config.device)
     x, y = data["x"].to(device), data["y"].to(device)
-    held_out = config.data != "random"
     w1 = data["w1"].detach().clone().to(device).requires_grad_()
     w2 = data["w2"].detach().clone().to(device).requires_grad_()
-    act = act.to(device=device, dtype=DTYPES[config.dtype])
-    params = {"w1": w1, "w2": w2, **{f"act.{k}": p for k, p in act.named_parameters()}}
+    if world is not None:  # DDP finds the parameters of a module
+        w1, w2 = torch.nn.Parameter(w1), torch.nn.Parameter(w2)
+    net.act = net.act.to(device=device, dtype=DTYPES[config.dtype])
+    params = {"w1": w1, "w2": w2, **{f"act.{k}": p for k, p in net.act.named_parameters()}}
 
     losses: list[float] = []
     optimizer = _optimizer(config, params)
     rates = learning_rates(config, params)
     if state is not None:
-        losses = _restore(config, state, params, optimizer)
-    start = len(losses)
-    if start > config.steps:
-        raise ConfigError(f"the checkpoint is at step {start}, past `steps` {config.steps}")
+        losses = _resume.restore(config, state, params, optimizer)
+    if len(losses) > config.steps:
+        raise ConfigError(f"the checkpoint is at step {len(losses)}, past `steps` {config.steps}")
 
-    step = None
-    if config.compile:
+    held_out = config.data != "random"
+    loss_at: Callable[[int], tuple[torch.Tensor | None, float]]
+    if world is not None:
+        loss_at = _distributed_loss(config, world, net, x, y, w1, w2, device)
+    elif config.compile:
         step = compiled_step(
             net, params, x, y, rates, backend=config.compile_backend, label=config.activation
         )
+
+        def loss_at(t: int) -> tuple[torch.Tensor | None, float]:
+            return None, step().item()  # the compiled step has updated the weights already
+
+    else:
+
+        def loss_at(t: int) -> tuple[torch.Tensor | None, float]:
+            if held_out:
+                rows = _batch_rows(config, len(x), t).to(device)
+                loss = net(x[rows], y[rows], w1, w2)
+            else:
+                loss = net(x, y, w1, w2)
+            return loss, loss.item()
+
+    return _Prepared(config, net, data, params, optimizer, rates, losses, loss_at)
+
+
+def _distributed_loss(
+    config: TrainConfig,
+    world: World,
+    net: Any,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    device: torch.device,
+) -> Callable[[int], tuple[torch.Tensor | None, float]]:
+    """Each step's loss on this rank's shard of the global batch (the one a single process takes),
+    and the global batch's loss, the same on every rank."""
+    held_out = config.data != "random"
+    _distributed.check_batch(world, min(config.batch, len(x)) if held_out else len(x))
+    if config.loss is not None:
+        first = _batch_rows(config, len(x), 0).to(device) if held_out else slice(None)
+        _distributed.check_additive(world, net, x[first], y[first], w1, w2)
+    model = _distributed.data_parallel(net, w1, w2, str(device))
+
+    def loss_at(t: int) -> tuple[torch.Tensor | None, float]:
+        if held_out:
+            rows = _distributed.shard(world, _batch_rows(config, len(x), t)).to(device)
+            loss = model(x[rows], y[rows])
+        else:
+            loss = model(_distributed.shard(world, x), _distributed.shard(world, y))
+        return loss, _distributed.global_loss(loss)
+
+    return loss_at
+
+
+def _train(
+    ready: _Prepared,
+    on_log: Callable[[int, float], None] | None,
+    warn: Callable[[str], None],
+    progress: bool,
+    stop_on_divergence: bool,
+) -> TrainResult:
+    config, params, optimizer, data = ready.config, ready.params, ready.optimizer, ready.data
+    losses = ready.losses
+    start = len(losses)
     diverged_at = None
     bar = _progress_bar(config, start) if progress else None
     began = time.perf_counter()
     try:
         for t in range(start, config.steps):
-            if step is not None:
-                loss = step()
-            elif held_out:
-                rows = _batch_rows(config, len(x), t).to(device)
-                loss = net(x[rows], y[rows], w1, w2)
-            else:
-                loss = net(x, y, w1, w2)
-            value = loss.item()
+            loss, value = ready.loss_at(t)
             if not math.isfinite(value):
                 if stop_on_divergence:
                     diverged_at = t
@@ -430,26 +392,27 @@ def _run(
             losses.append(value)
             if t % config.log_every == config.log_every - 1 and on_log is not None:
                 on_log(t, value)
-            if step is None:
-                _backward(config, loss, w1, first=t == start)
-                _update(optimizer, params, rates)
+            if loss is not None:
+                _backward(config, loss, params["w1"], first=t == start)
+                _update(optimizer, params, ready.rates)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{value:.4g}", refresh=False)
             every = config.checkpoint_every
             if config.checkpoint and every and (t + 1) % every == 0 and t + 1 < config.steps:
-                _save_or_warn(config, params, optimizer, data, losses, warn)
+                _resume.save_or_warn(config, params, optimizer, data, losses, warn)
     finally:
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - began
     if config.checkpoint:
-        _save_or_raise(config, params, optimizer, data, losses)
+        _resume.save_or_raise(config, params, optimizer, data, losses)
     weights = {k: p.detach().clone() for k, p in params.items()}
-    label = config.activation + _args_label(act)
+    label = config.activation + _args_label(ready.net.act)
     acc = None
-    if held_out and diverged_at is None:
-        acc = accuracy(net, {k: v.to(device) for k, v in data.items()}, w1, w2)
+    if config.data != "random" and diverged_at is None:
+        device = params["w1"].device
+        acc = accuracy(ready.net, {k: v.to(device) for k, v in data.items()}, params["w1"], params["w2"])
     steps_run = len(losses) - start
     return TrainResult(config, label, losses, steps_run, wall, weights, acc, diverged_at)
 
@@ -561,149 +524,3 @@ def _progress_bar(config: TrainConfig, start: int) -> Any:
     except ImportError:  # the bar is a nicety; train without it
         return None
     return tqdm(total=config.steps, initial=start, desc=config.activation, unit="step", leave=False)
-
-
-def _save(
-    config: TrainConfig,
-    params: Mapping[str, torch.Tensor],
-    optimizer: Any,
-    data: Mapping[str, torch.Tensor],
-    losses: list[float],
-) -> None:
-    assert config.checkpoint is not None
-    _checkpoint.save(
-        config.checkpoint,
-        {
-            "config": {f.name: _plain(getattr(config, f.name)) for f in fields(config)},
-            "weights": {k: p.detach().cpu() for k, p in params.items()},
-            "optimizer": optimizer.state_dict() if optimizer is not None else None,
-            "rng": torch.get_rng_state(),
-            "data": {k: v.detach().cpu() for k, v in data.items()},
-            "losses": list(losses),
-        },
-    )
-
-
-def _save_or_warn(
-    config: TrainConfig,
-    params: Mapping[str, torch.Tensor],
-    optimizer: Any,
-    data: Mapping[str, torch.Tensor],
-    losses: list[float],
-    warn: Callable[[str], None],
-) -> None:
-    """Save; a failed write (full disk) keeps the last good file and is tried at the next interval."""
-    try:
-        _save(config, params, optimizer, data, losses)
-    except OSError as exc:
-        warn(
-            f"cannot write checkpoint {config.checkpoint!r} at step {len(losses)}: "
-            f"{exc.strerror or exc}; the last good one is kept, trying again in "
-            f"{config.checkpoint_every} steps"
-        )
-
-
-def _save_or_raise(
-    config: TrainConfig,
-    params: Mapping[str, torch.Tensor],
-    optimizer: Any,
-    data: Mapping[str, torch.Tensor],
-    losses: list[float],
-) -> None:
-    try:
-        _save(config, params, optimizer, data, losses)
-    except OSError as exc:
-        raise CheckpointError(
-            f"cannot write the final checkpoint {config.checkpoint!r} at step {len(losses)}: "
-            f"{exc.strerror or exc}; the last good one there is kept"
-        ) from None
-
-
-def _plain(value: Any) -> Any:
-    return dict(value) if isinstance(value, Mapping) else value
-
-
-def read_checkpoint(path: str) -> dict[str, Any]:
-    """Load a checkpoint and check that its config is one this opzoo can resume."""
-    state = _checkpoint.load(path)
-    config = state["config"]
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(set(config) - known)
-    if unknown:
-        from opzoo import __version__
-
-        raise CheckpointError(
-            f"checkpoint {path!r} has setting {unknown[0]!r}, which this opzoo ({__version__}) does "
-            f"not know; it was written by {_checkpoint.written_by(state)}"
-        )
-    missing = [name for name in MODEL_FIELDS if name not in config]
-    if missing:
-        raise CheckpointError(
-            f"checkpoint {path!r} has no setting {missing[0]!r} (written by {_checkpoint.written_by(state)})"
-        )
-    return state
-
-
-def _check_resumable(config: TrainConfig, state: Mapping[str, Any], act: torch.nn.Module) -> None:
-    saved = state["config"]
-    for name in MODEL_FIELDS:
-        mine = _plain(getattr(config, name))
-        if saved[name] != mine:
-            raise CheckpointError(
-                f"checkpoint {config.resume!r} was trained with {name}={saved[name]!r}, "
-                f"not {mine!r}; resume with the same settings"
-            )
-    # The seed only drew the initial data, which the checkpoint holds: another one would be ignored.
-    if config.seed is not None and saved.get("seed") != config.seed:
-        raise CheckpointError(
-            f"checkpoint {config.resume!r} was trained with seed={saved.get('seed')!r}, not "
-            f"{config.seed!r}; a resumed run continues the saved data and weights, so leave out the seed"
-        )
-    for where, name, shape in _expected_shapes(config, act):
-        got = tuple(state[where][name].shape) if name in state[where] else None
-        if got != shape:
-            raise CheckpointError(
-                f"checkpoint {config.resume!r} has {where} {name!r} of shape {got}, but its settings "
-                f"need {shape} (written by {_checkpoint.written_by(state)})"
-            )
-
-
-def _expected_shapes(config: TrainConfig, act: torch.nn.Module) -> list[tuple[str, str, tuple[int, ...]]]:
-    b, d_in, h, d_out = config.batch, config.d_in, config.hidden, config.d_out
-    weights = {"w1": (d_in, h), "w2": (h, d_out)}
-    weights.update({f"act.{k}": tuple(p.shape) for k, p in act.named_parameters()})
-    data = {"x": (b, d_in), "y": (b, d_out), "w1": (d_in, h), "w2": (h, d_out)}
-    if config.data != "random":
-        # Rows of a held-out data set are its own (the checkpoint holds them); the columns must fit.
-        data = {"w1": (d_in, h), "w2": (h, d_out)}
-    return [("data", k, v) for k, v in data.items()] + [("weights", k, v) for k, v in weights.items()]
-
-
-def _restore(
-    config: TrainConfig, state: Mapping[str, Any], params: Mapping[str, torch.Tensor], optimizer: Any
-) -> list[float]:
-    """Put the checkpoint's weights, optimizer and RNG state in place; return its losses."""
-    with torch.no_grad():
-        for name, p in params.items():
-            p.copy_(state["weights"][name])
-    if optimizer is not None and state["optimizer"] is not None:
-        try:
-            optimizer.load_state_dict(state["optimizer"])
-        except (ValueError, KeyError, TypeError, RuntimeError) as exc:
-            raise CheckpointError(
-                f"checkpoint {config.resume!r} has an optimizer state that does not fit: {exc} "
-                f"(written by {_checkpoint.written_by(state)})"
-            ) from None
-    try:
-        torch.set_rng_state(state["rng"])
-    except RuntimeError as exc:
-        raise CheckpointError(
-            f"checkpoint {config.resume!r} has an rng state torch refuses: {exc} "
-            f"(written by {_checkpoint.written_by(state)})"
-        ) from None
-    return list(state["losses"])
-
-
-def saved_config(path: str) -> dict[str, Any]:
-    """Return the config stored in a checkpoint (the CLI resumes with it)."""
-    return dict(read_checkpoint(path)["config"])

@@ -11,7 +11,7 @@ import contextlib
 import sys
 from typing import Any, Callable, Sequence
 
-from opzoo._commands import EXIT_OK, EXIT_USAGE, bench, check, listing, train
+from opzoo._commands import EXIT_OK, EXIT_USAGE, bench, check, listing, quiet_rank, train
 from opzoo.exceptions import OpZooError
 
 
@@ -95,6 +95,10 @@ def _as_flags(message: str) -> str:
     return re.sub(r"`([a-z][a-z0-9_]*)`", lambda m: "--" + m.group(1).replace("_", "-"), message)
 
 
+def _error(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     parser = build_parser()
@@ -110,13 +114,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return COMMANDS[args.command][1](args)
         return COMMANDS[args.command][1](args)
     except _UsageError as exc:
-        print(f"opzoo: error: {exc}", file=sys.stderr)
+        if quiet_rank():  # the same command line: rank 0 says it (see _commands.quiet_rank)
+            return EXIT_OK
+        _error(f"opzoo: error: {exc}")
         return EXIT_USAGE
     except OpZooError as exc:
-        print(f"opzoo: error: {_as_flags(str(exc))}", file=sys.stderr)
+        if getattr(exc, "reported_by_rank_0", False) and quiet_rank():
+            return EXIT_OK
+        _error(f"opzoo: error: {_as_flags(str(exc))}")
         return getattr(exc, "exit_code", EXIT_USAGE)
     except KeyboardInterrupt:
-        print("opzoo: interrupted", file=sys.stderr)
+        if not quiet_rank():  # torchrun passed Ctrl-C to every rank
+            _error("opzoo: interrupted")
         return 130
     except BrokenPipeError:
         # `opzoo list | head` closed the pipe; not an error of ours.
@@ -124,5 +133,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     finally:
         registry = getattr(locals().get("args"), "loaded_registry", None)
-        for line in registry.slow() if registry is not None else ():
+        for line in registry.slow() if registry is not None and not quiet_rank() else ():
             print(f"opzoo: note: {line}", file=sys.stderr)

@@ -3,6 +3,10 @@
 Registered under the ``pytest11`` entry point, so it is active wherever opzoo is installed, and
 cheap until asked for: nothing heavy is imported unless ``--opzoo`` is given. Each op x property
 (x device) becomes one test with an id like ``gradient[myrelu]``.
+
+Under pytest-xdist (``-n 2``) every worker collects the same items in the same order (ids come from
+the registry, never from a run's state) and each check's hypothesis examples are keyed by its id; the
+``ci`` profile is derandomized and keeps no database. So the verdicts are a serial run's.
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SECONDS",
         help="wall-clock limit per property (default 60); an op past it is hung, its other checks skipped",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers it too; without xdist installed, pytest would warn of an unknown mark.
+    config.addinivalue_line("markers", "xdist_group(name): run these tests on one xdist worker")
 
 
 class OpzooCheckFailed(AssertionError):
@@ -145,4 +154,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         for prop in props:
             for device in DEVICES:
                 item_id = result_id(name, prop, device)
-                items.append(OpzooItem.from_parent(session, name=item_id, op=name, prop=prop, device=device))
+                item = OpzooItem.from_parent(session, name=item_id, op=name, prop=prop, device=device)
+                # Under pytest-xdist with --dist loadgroup, an op's checks stay on one worker, in
+                # order, so that one that hangs skips the op's others there as in a serial run.
+                item.add_marker(pytest.mark.xdist_group(name))
+                items.append(item)

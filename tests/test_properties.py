@@ -246,3 +246,53 @@ def test_pytest_plugin_is_inert_without_the_flag(tmp_path):
         text=True,
     )
     assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout
+
+
+def _verdicts(junit: str) -> dict[str, str]:
+    import xml.etree.ElementTree as ET
+
+    out = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        kinds = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
+        out[case.get("name")] = kinds[0] if kinds else "passed"
+    return out
+
+
+@pytest.mark.slow  # two pytest sessions, one of them on two worker processes
+def test_pytest_plugin_on_two_workers_gives_the_serial_verdicts(broken_plugin_path, tmp_path):
+    """`pytest --opzoo -n 2` (pytest-xdist) gives every test id the verdict of a serial run: passes,
+    a wrong op's failures, and skips (the learnable op's library check, the cuda ids without CUDA)."""
+    env = {**os.environ, "PYTHONPATH": broken_plugin_path}
+    verdicts = []
+    for workers in ("0", "2"):
+        junit = str(tmp_path / f"n{workers}.xml")
+        out = subprocess.run(
+            [
+                *(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", workers),
+                *("--opzoo=gelu,prelu,wrongsign", "--opzoo-property=gradient,library"),
+                *("--opzoo-profile", "ci", "--junitxml", junit),
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert out.returncode == 1, out.stdout[-3000:]  # wrongsign fails
+        verdicts.append(_verdicts(junit))
+    serial, parallel = verdicts
+    assert len(serial) == 12 and parallel == serial
+    assert serial["gradient[wrongsign]"] == "failure" and serial["gradient[gelu]"] == "passed"
+    assert serial["library[prelu]"] == "skipped"
+
+
+@pytest.mark.parametrize("profile", ["ci", "dev", "thorough"])
+def test_no_profile_keeps_an_examples_database(profile, monkeypatch, tmp_path):
+    """No check reads or writes hypothesis's example database, under any profile: a failure is
+    repeated by its seed, and parallel workers (pytest -n) share no files."""
+    from opzoo.testing import _profiles
+
+    assert _profiles.get(profile).database is None
+    monkeypatch.chdir(tmp_path)  # where hypothesis's default database would appear
+    spec = opzoo.registry().info("gelu")
+    assert check_property(spec, "hygiene", profile=profile, examples=2).status == "pass"
+    assert list(tmp_path.iterdir()) == []

@@ -32,3 +32,23 @@ def json_stream(args: argparse.Namespace) -> TextIO:
     """Where a command writes its JSON: the real stdout. While a command runs with ``--json``,
     anything else printed to stdout (a plugin printing at import) goes to stderr instead."""
     return getattr(args, "json_stdout", None) or sys.stdout
+
+
+def quiet_rank() -> bool:
+    """True in a torchrun process other than rank 0.
+
+    Such a rank neither prints nor fails with an error that rank 0 reports too (a usage error, a
+    refused option, an error agreed on before training, a divergence): it exits 0 and leaves the
+    error to rank 0. A failed exit status would make torchrun stop every other process, rank 0
+    included, possibly before rank 0 had printed the error or set its exit status.
+    """
+    import os
+
+    return in_torchrun() and os.environ.get("RANK", "0").strip() != "0"
+
+
+def in_torchrun() -> bool:
+    """True in a process of a torchrun job of several processes (WORLD_SIZE above 1)."""
+    import os
+
+    return os.environ.get("WORLD_SIZE", "1").strip() not in ("", "1")

@@ -8,8 +8,8 @@ import os
 import sys
 from typing import Any
 
-from opzoo._commands import EXIT_OK, json_stream, registry_from
-from opzoo.exceptions import ConfigError
+from opzoo._commands import EXIT_OK, in_torchrun, json_stream, registry_from
+from opzoo.exceptions import ConfigError, DivergedError, OpZooError
 
 
 def add_train(sub: Any) -> argparse.ArgumentParser:
@@ -132,58 +132,61 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from dataclasses import fields
+    if not in_torchrun():  # one process: torch.distributed untouched
+        return _train(args, _names(args), None)
+    from opzoo import _distributed
 
-    from opzoo import _trainer
+    try:
+        world = _distributed.from_env()
+        assert world is not None
+        names = _names(args)
+        _refuse_under_torchrun(args, names)
+        args.device = _distributed.rank_device(world, getattr(args, "device", None))
+    except OpZooError as exc:
+        exc.reported_by_rank_0 = True  # type: ignore[attr-defined]  # every rank refuses alike
+        raise
+    try:
+        with _distributed.process_group(world, args.device):
+            return _train(args, names, world)
+    except DivergedError as exc:
+        exc.reported_by_rank_0 = True  # type: ignore[attr-defined]  # the global loss: on all ranks
+        raise
 
-    # Options default to SUPPRESS, so args holds only the TrainConfig fields given on the line.
-    given: dict[str, Any] = {
-        f.name: getattr(args, f.name) for f in fields(_trainer.TrainConfig) if hasattr(args, f.name)
-    }
-    given.pop("activation", None)
-    if hasattr(args, "act_arg"):
-        given["act_args"] = _parse_act_args(args.act_arg)
+
+def _names(args: argparse.Namespace) -> list[str]:
     names = [n.strip() for n in getattr(args, "activation", "myrelu").split(",") if n.strip()]
     if not names:
         raise ConfigError("--activation needs at least one op name")
-    if args.metrics and not args.metrics.endswith((".csv", ".jsonl")):
-        raise ConfigError(f"--metrics FILE must end in .csv or .jsonl, got {args.metrics!r}")
-    registry = registry_from(args)
-    for what, path in (("metrics", args.metrics), ("plot", args.plot), ("export", args.export)):
-        if path:
-            _trainer.check_writable(what, path)
-    if args.export and len(names) > 1:
-        raise ConfigError("--export writes one network: give one --activation, not a comparison")
-    seeds = None if args.seeds is None else _parse_seeds(args.seeds)
-    if seeds is not None:
-        if "seed" in given:
-            raise ConfigError("--seeds runs each of its seeds; leave out --seed")
-        for flag in ("checkpoint", "resume"):
-            if flag in given:
-                raise ConfigError(f"--{flag} takes one run, not --seeds")
-        if args.export:
-            raise ConfigError("--export writes one network, not one per --seeds")
+    return names
 
-    # Paths are resolved once, as given: a resumed run never reinterprets a stored relative path.
-    for name in ("checkpoint", "resume"):
-        if name in given:
-            given[name] = os.path.abspath(given[name])
-    if "resume" in given:
-        saved = _trainer.saved_config(given["resume"])
-        # Where the checkpoint was first written says nothing about where this run writes:
-        # it continues the file it resumed from, unless --checkpoint says otherwise.
-        saved.pop("resume", None)
-        saved["checkpoint"] = given["resume"]
-        if len(names) == 1 and "activation" not in args:
-            names = [saved["activation"]]
-        given = {**saved, **given}
-    given.pop("activation", None)
-    config = _trainer.config_for(activation=names[0], **given)
+
+def _refuse_under_torchrun(args: argparse.Namespace, names: list[str]) -> None:
+    """What data-parallel training does not do, refused on every rank before the process group."""
+    if len(names) > 1:
+        raise ConfigError("under torchrun give one --activation; a comparison runs in one process")
+    if args.seeds is not None:
+        raise ConfigError("under torchrun --seeds is not taken; run one seed per torchrun")
+    if getattr(args, "compile", False):
+        raise ConfigError("under torchrun --compile is not taken: it compiles one process's whole step")
+
+
+def _train(args: argparse.Namespace, names: list[str], world: Any) -> int:
+    """Train and report; ``world`` is this process's torchrun rank (None for one process)."""
+    from opzoo import _trainer
+
+    main = world is None or world.main
+    if world is None:
+        config, registry, seeds = _prepare(args, names)
+    else:
+        from opzoo import _distributed
+
+        config, registry, seeds = _distributed.agree(world, lambda: _prepare(args, names, outputs=main))
     if args.export:
         from opzoo import _export
-
-        _export.check_exportable(config.activation, config.act_args, registry)  # before training
-
+    names = [config.activation] if len(names) == 1 else names
+    if not main:  # only rank 0 prints and writes; the others train their shards
+        _trainer.run(config, registry=registry, world=world)
+        return EXIT_OK
     show = not (args.quiet or args.json)
     progress = show and sys.stdout.isatty()
     if seeds is not None:
@@ -201,7 +204,11 @@ def run_train(args: argparse.Namespace) -> int:
         results = _trainer.compare(config, names, registry=registry, on_log=log, progress=progress)
     else:
         log1 = (lambda t, loss: _write_line(f"{t} {loss}")) if show else None
-        results = [_trainer.run(config, registry=registry, on_log=log1, on_warning=_warn, progress=progress)]
+        results = [
+            _trainer.run(
+                config, registry=registry, on_log=log1, on_warning=_warn, progress=progress, world=world
+            )
+        ]
     many = len(results) > 1 or seeds is not None
 
     if args.metrics:
@@ -242,6 +249,60 @@ def run_train(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _prepare(args: argparse.Namespace, names: list[str], *, outputs: bool = True) -> tuple[Any, Any, Any]:
+    """The run's config, registry and seeds, every setting checked; ``outputs``: check that the
+    metrics, plot and export files can be written (rank 0's job under torchrun)."""
+    from dataclasses import fields
+
+    from opzoo import _trainer
+
+    # Options default to SUPPRESS, so args holds only the TrainConfig fields given on the line.
+    given: dict[str, Any] = {
+        f.name: getattr(args, f.name) for f in fields(_trainer.TrainConfig) if hasattr(args, f.name)
+    }
+    given.pop("activation", None)
+    if hasattr(args, "act_arg"):
+        given["act_args"] = _parse_act_args(args.act_arg)
+    if args.metrics and not args.metrics.endswith((".csv", ".jsonl")):
+        raise ConfigError(f"--metrics FILE must end in .csv or .jsonl, got {args.metrics!r}")
+    registry = registry_from(args)
+    for what, path in (("metrics", args.metrics), ("plot", args.plot), ("export", args.export)):
+        if path and outputs:
+            _trainer.check_writable(what, path)
+    if args.export and len(names) > 1:
+        raise ConfigError("--export writes one network: give one --activation, not a comparison")
+    seeds = None if args.seeds is None else _parse_seeds(args.seeds)
+    if seeds is not None:
+        if "seed" in given:
+            raise ConfigError("--seeds runs each of its seeds; leave out --seed")
+        for flag in ("checkpoint", "resume"):
+            if flag in given:
+                raise ConfigError(f"--{flag} takes one run, not --seeds")
+        if args.export:
+            raise ConfigError("--export writes one network, not one per --seeds")
+
+    # Paths are resolved once, as given: a resumed run never reinterprets a stored relative path.
+    for name in ("checkpoint", "resume"):
+        if name in given:
+            given[name] = os.path.abspath(given[name])
+    if "resume" in given:
+        saved = _trainer.saved_config(given["resume"])
+        # Where the checkpoint was first written says nothing about where this run writes:
+        # it continues the file it resumed from, unless --checkpoint says otherwise.
+        saved.pop("resume", None)
+        saved["checkpoint"] = given["resume"]
+        if len(names) == 1 and "activation" not in args:
+            names = [saved["activation"]]
+        given = {**saved, **given}
+    given.pop("activation", None)
+    config = _trainer.config_for(activation=names[0], **given)
+    if args.export:
+        from opzoo import _export
+
+        _export.check_exportable(config.activation, config.act_args, registry)  # before training
+    return config, registry, seeds
 
 
 def _table(results: list[Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
