@@ -13,7 +13,7 @@ import torch
 
 from opzoo import _checkpoint
 from opzoo._config import MODEL_FIELDS, TrainConfig
-from opzoo.exceptions import CheckpointError
+from opzoo.exceptions import CheckpointError, CheckpointWriteError
 
 
 def save(
@@ -66,7 +66,7 @@ def save_or_raise(
     try:
         save(config, params, optimizer, data, losses)
     except OSError as exc:
-        raise CheckpointError(
+        raise CheckpointWriteError(
             f"cannot write the final checkpoint {config.checkpoint!r} at step {len(losses)}: "
             f"{exc.strerror or exc}; the last good one there is kept"
         ) from None

@@ -10,7 +10,8 @@ matches its meaning, so callers can catch either::
     ├── ContractError        (ValueError)     an op's declared contract is invalid
     ├── ParamError           (ValueError)     a bad value for an op parameter
     ├── ConfigError          (ValueError)     a bad trainer or command setting
-    ├── CheckpointError                       a checkpoint cannot be read or written
+    ├── CheckpointError                       a checkpoint cannot be read, or is not this run's
+    │   └── CheckpointWriteError              the final checkpoint could not be written (exit 1)
     ├── DivergedError        (ArithmeticError) training produced a non-finite loss
     ├── CompileError         (RuntimeError)   torch.compile failed on a valid setting
     └── LibraryError         (TypeError)      an op cannot be bridged to torch.library
@@ -79,6 +80,12 @@ class ConfigError(OpZooError, ValueError):
 
 class CheckpointError(OpZooError):
     """A checkpoint cannot be read, or does not belong to this run."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """The run's final checkpoint could not be written (a full disk); the last good one is kept."""
+
+    exit_code = 1  # not a usage mistake: the destination was probed writable before the first step
 
 
 class DivergedError(OpZooError, ArithmeticError):

@@ -176,8 +176,10 @@ def test_a_failed_write_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(_checkpoint, "save", full_after_first)
     cfg = _trainer.TrainConfig(**SMALL, checkpoint=str(ck), checkpoint_every=10)
     with pytest.warns(RuntimeWarning, match="at step 20: No space left on device"):
-        with pytest.raises(opzoo.CheckpointError, match="final checkpoint .* at step 30: No space left"):
+        full = "final checkpoint .* at step 30: No space left"
+        with pytest.raises(opzoo.CheckpointError, match=full) as exc:
             _trainer.run(cfg)
+    assert exc.value.exit_code == 1  # the run failed; the command line was fine
     assert _steps(ck) == 10
     assert not list(tmp_path.glob(".ck.pt.*.tmp"))
 
