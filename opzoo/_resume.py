@@ -37,39 +37,26 @@ def save(
     )
 
 
-def save_or_warn(
+def save_or_report(
     config: TrainConfig,
     params: Mapping[str, torch.Tensor],
     optimizer: Any,
     data: Mapping[str, torch.Tensor],
     losses: list[float],
-    warn: Callable[[str], None],
+    warn: Callable[[str], None] | None = None,
 ) -> None:
-    """Save; a failed write (full disk) keeps the last good file and is tried at the next interval."""
+    """Save. A failed write (a full disk) keeps the last good file; during the run it is a warning
+    (``warn``) and tried again at the next interval, at the end (no ``warn``) CheckpointWriteError."""
     try:
         save(config, params, optimizer, data, losses)
     except OSError as exc:
-        warn(
-            f"cannot write checkpoint {config.checkpoint!r} at step {len(losses)}: "
-            f"{exc.strerror or exc}; the last good one is kept, trying again in "
-            f"{config.checkpoint_every} steps"
-        )
-
-
-def save_or_raise(
-    config: TrainConfig,
-    params: Mapping[str, torch.Tensor],
-    optimizer: Any,
-    data: Mapping[str, torch.Tensor],
-    losses: list[float],
-) -> None:
-    try:
-        save(config, params, optimizer, data, losses)
-    except OSError as exc:
-        raise CheckpointWriteError(
-            f"cannot write the final checkpoint {config.checkpoint!r} at step {len(losses)}: "
-            f"{exc.strerror or exc}; the last good one there is kept"
-        ) from None
+        what = f"checkpoint {config.checkpoint!r} at step {len(losses)}: {exc.strerror or exc}"
+        if warn is None:
+            raise CheckpointWriteError(
+                f"cannot write the final {what}; the last good one there is kept"
+            ) from None
+        again = f"trying again in {config.checkpoint_every} steps"
+        warn(f"cannot write {what}; the last good one is kept, {again}")
 
 
 def _plain(value: Any) -> Any:

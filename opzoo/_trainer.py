@@ -400,13 +400,13 @@ def _train(
                 bar.set_postfix(loss=f"{value:.4g}", refresh=False)
             every = config.checkpoint_every
             if config.checkpoint and every and (t + 1) % every == 0 and t + 1 < config.steps:
-                _resume.save_or_warn(config, params, optimizer, data, losses, warn)
+                _resume.save_or_report(config, params, optimizer, data, losses, warn)
     finally:
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - began
     if config.checkpoint:
-        _resume.save_or_raise(config, params, optimizer, data, losses)
+        _resume.save_or_report(config, params, optimizer, data, losses)
     weights = {k: p.detach().clone() for k, p in params.items()}
     label = config.activation + _args_label(ready.net.act)
     acc = None
