@@ -59,6 +59,13 @@ def test_a_hung_op_fails_once_and_the_others_are_checked(env):
     assert got["hygiene[chatty]"][0] == got["layout[chatty]"][0] == "pass"
 
 
+def default_sigint() -> None:
+    """In the child before exec: Ctrl-C as a terminal gives it. A job started in the background by
+    a non-interactive shell (a CI runner may be one) inherits SIGINT ignored, and opzoo rightly
+    leaves an ignored SIGINT alone."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
 def test_ctrl_c_prints_what_finished(env, json_out):
     """Ctrl-C while an op hangs ends the run (exit 130) and reports the results already finished,
@@ -72,6 +79,7 @@ def test_ctrl_c_prints_what_finished(env, json_out):
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **env},
+        preexec_fn=default_sigint,
     )
     try:
         for line in proc.stderr:
@@ -136,6 +144,8 @@ def test_a_stop_dropped_in_a_gc_callback_is_raised_again(trigger, block, expecte
     """The first KeyboardInterrupt / PropertyTimeout is raised inside a gc callback and dropped by
     Python; the next one, AGAIN seconds later, stops the loop. (Before: the loop spun forever.)"""
     script = DROPPED_ONCE.format(trigger=trigger, block=block, expected=expected)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, preexec_fn=default_sigint
+    )
     assert out.stdout.splitlines() == [f"dropped ['{expected}']", "stopped"], out.stderr
     assert "Exception ignored" in out.stderr
