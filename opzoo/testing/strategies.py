@@ -94,17 +94,29 @@ def tensors(
         bounds = domain_box(domain, margin)
         floats = st.floats(bounds[0], bounds[1], allow_nan=False, allow_infinity=False)
 
-    @st.composite
-    def make(draw: Any) -> torch.Tensor:
-        shp = draw(shape_st)
-        if math.prod(shp) == 0:
-            return torch.empty(shp, dtype=torch.float64).to(device=device, dtype=dtype)
-        arr = draw(hnp.arrays(np.float64, shp, elements=floats))
-        t = torch.from_numpy(np.ascontiguousarray(arr).copy()).reshape(shp)
-        t = push_from_kinks(t, kinks, margin, bounds)
-        return t.to(device=device, dtype=dtype).contiguous()
+    return _tensor(shape_st, floats, kinks, margin, bounds, device, dtype)
 
-    return make()
+
+@st.composite
+def _tensor(
+    draw: Any,
+    shape_st: st.SearchStrategy[tuple[int, ...]],
+    floats: st.SearchStrategy[float],
+    kinks: tuple[float, ...],
+    margin: float,
+    bounds: tuple[float, float],
+    device: str | torch.device,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    # At module level, not in tensors(): @st.composite reads the function's source when it is
+    # applied, which cost more than the whole draw when it was applied once per example.
+    shp = draw(shape_st)
+    if math.prod(shp) == 0:
+        return torch.empty(shp, dtype=torch.float64).to(device=device, dtype=dtype)
+    arr = draw(hnp.arrays(np.float64, shp, elements=floats))
+    t = torch.from_numpy(np.ascontiguousarray(arr).copy()).reshape(shp)
+    t = push_from_kinks(t, kinks, margin, bounds)
+    return t.to(device=device, dtype=dtype).contiguous()
 
 
 def params(spec: OpSpec) -> st.SearchStrategy[dict[str, float | int]]:
@@ -142,12 +154,15 @@ def signature_inputs(
         max_side=max_side,
     )
 
-    @st.composite
-    def make(draw: Any) -> tuple[torch.Tensor, ...]:
-        shapes = draw(shapes_st).input_shapes
-        return tuple(draw(tensors(dtype=dtype, shape=tuple(shape), device=device)) for shape in shapes)
+    return _signature_tensors(shapes_st, dtype, device)
 
-    return make()
+
+@st.composite
+def _signature_tensors(
+    draw: Any, shapes_st: st.SearchStrategy[Any], dtype: torch.dtype, device: str | torch.device
+) -> tuple[torch.Tensor, ...]:
+    shapes = draw(shapes_st).input_shapes
+    return tuple(draw(tensors(dtype=dtype, shape=tuple(shape), device=device)) for shape in shapes)
 
 
 def inputs(
@@ -195,9 +210,16 @@ def cases(
 ) -> st.SearchStrategy[tuple[dict[str, float | int], tuple[torch.Tensor, ...]]]:
     """(params, float64 inputs) pairs for ``spec``: params first, since kinks may depend on them."""
 
-    @st.composite
-    def make(draw: Any) -> tuple[dict[str, float | int], tuple[torch.Tensor, ...]]:
-        p = draw(params(spec))
-        return p, draw(inputs(spec, p, device=device, registry=registry))
+    return _cases(spec, params(spec), device, registry)
 
-    return make()
+
+@st.composite
+def _cases(
+    draw: Any,
+    spec: OpSpec,
+    params_st: st.SearchStrategy[dict[str, float | int]],
+    device: str,
+    registry: Registry | None,
+) -> tuple[dict[str, float | int], tuple[torch.Tensor, ...]]:
+    p = draw(params_st)
+    return p, draw(inputs(spec, p, device=device, registry=registry))
