@@ -296,3 +296,13 @@ def test_no_profile_keeps_an_examples_database(profile, monkeypatch, tmp_path):
     spec = opzoo.registry().info("gelu")
     assert check_property(spec, "hygiene", profile=profile, examples=2).status == "pass"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_compile_checks_every_op_however_many_ran_before(wrong_registry):
+    """Dynamo caches compiled code per code object, up to a limit of 8, and the compile property's
+    wrapper has one code object for every op: past the limit it ran ops eagerly, blind to a graph
+    break. The property catches a graph break after more than 8 other compile checks."""
+    for name in FUNCTIONS[:9]:
+        assert check_property(opzoo.info(name), "compile", profile="ci").status == "pass"
+    result = check_property(wrong_registry.info("branches_on_values"), "compile", profile="ci")
+    assert result.status == "fail" and "graph break" in result.reason

@@ -292,6 +292,22 @@ class Float32Backward(_Tanh):
         return (grad.float() * (1 - y.float() * y.float())).to(grad.dtype)
 
 
+class BranchesOnValues(_ReLUBase):
+    """A right ReLU whose forward takes a shortcut when every input is positive: branching on a
+    tensor's values is a graph break under torch.compile, and no op in a compiled model may have one."""
+
+    @staticmethod
+    def forward(x):
+        if bool((x > 0).all()):
+            return x.clone()
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return grad * mask
+
+
 class OverflowingBackward(torch.autograd.Function):
     """sigmoid whose backward, exp(-x) / (1 + exp(-x))^2, overflows to nan at x < -710 (the true
     gradient there is about 0)."""
@@ -442,6 +458,7 @@ WRONG = {
         "double_backward",
         "second derivative with respect to the input differs from the declared surrogate's",
     ),
+    "branches_on_values": (BranchesOnValues, "compile", "graph break under torch.compile"),
     # blind spots of finite differences, each caught only by the check named (test_properties)
     "wrong_on_0d": (WrongOn0d, "gradient", "Jacobian mismatch"),
     "wrong_above_4096": (WrongAboveFastPathSize, "gradient", "directional derivative mismatch"),
@@ -469,6 +486,7 @@ WRONG = {
 
 #: The blind spots: ops that every property but the one named in WRONG passes (or skips).
 ONLY = [
+    "branches_on_values",
     "jvp_drops_a_term",
     "jvp_wrong_on_output_1",
     "float32_backward",
