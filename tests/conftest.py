@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,8 +53,14 @@ def run_opzoo(*args: str, env: dict[str, str] | None = None, timeout: float = 30
 
 
 def install_fixture(target: Path, name: str) -> str:
-    """Install plugins/NAME into ``target`` (not into the environment); return it for PYTHONPATH."""
-    subprocess.run(
+    """Install plugins/NAME into ``target`` (not into the environment); return it for PYTHONPATH.
+
+    pip builds from a private copy of the source: built in place, the build/ and egg-info folders
+    in plugins/NAME were shared by the xdist workers that install the same fixture at once, and one
+    such install failed."""
+    source = target.parent / f"{target.name}-source"
+    shutil.copytree(ROOT / "plugins" / name, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    out = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -65,11 +72,13 @@ def install_fixture(target: Path, name: str) -> str:
             "--disable-pip-version-check",
             "--target",
             str(target),
-            str(ROOT / "plugins" / name),
+            str(source),
         ],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    if out.returncode != 0:
+        raise RuntimeError(f"installing plugins/{name} failed:\n{out.stdout}{out.stderr}")
     return str(target)
 
 
