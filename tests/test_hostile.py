@@ -69,10 +69,12 @@ def default_sigint() -> None:
 @pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
 def test_ctrl_c_prints_what_finished(env, json_out):
     """Ctrl-C while an op hangs ends the run (exit 130) and reports the results already finished,
-    in full, or as JSON marked interrupted. SIGINT is sent once `checking hang` is on stderr, that
-    is inside the block where Ctrl-C is raised until it has ended the loop: wherever it lands, it
-    stops the run (see the next test)."""
-    argv = "check chatty hang -p hygiene --profile ci --device cpu".split() + (["--json"] if json_out else [])
+    in full, or as JSON marked interrupted (in one process, -j 1: ops in order, so what finished is
+    known). SIGINT is sent once `checking hang` is on stderr, that is inside the block where Ctrl-C
+    is raised until it has ended the loop: wherever it lands, it stops the run (see the DROPPED_ONCE
+    test)."""
+    argv = "check chatty hang -p hygiene -j 1 --profile ci --device cpu".split()
+    argv += ["--json"] if json_out else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "opzoo", *argv],
         stdout=subprocess.PIPE,
@@ -98,6 +100,48 @@ def test_ctrl_c_prints_what_finished(env, json_out):
     else:
         assert "hygiene" in out and "chatty" in out
         assert "1 passed, 0 failed, 0 skipped before the interrupt" in out
+
+
+def test_ctrl_c_stops_the_worker_processes(env):
+    """With workers, Ctrl-C ends the run (exit 130) and no worker outlives it: the command runs in
+    a session of its own, and no process of that session is left."""
+    argv = "check hang -p hygiene,layout -j 2 --profile ci --device cpu --json".split()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "opzoo", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+        preexec_fn=default_sigint,
+        start_new_session=True,
+    )
+    try:
+        for line in proc.stderr:
+            if line.startswith("checking hang"):
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "opzoo: interrupted after 0 check(s)" in err
+    assert json.loads(out)["interrupted"] is True
+    assert _session_members(proc.pid) == []
+
+
+def _session_members(sid: int) -> list[int]:
+    """The pids still alive in session ``sid`` (zombies excluded)."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":  # after ")": state, ppid, pgrp, session
+                alive.append(int(entry))
+    return alive
 
 
 # A garbage-collector callback that is running when the signal's exception is raised: Python prints

@@ -20,7 +20,9 @@ def add_check(sub: Any) -> argparse.ArgumentParser:
         "check",
         help="property-test the ops' hand-written backward against numerical gradients",
         description="Check every property of the named ops (all ops by default) with hypothesis: "
-        "gradient, double_backward, reference, layout, hygiene, kinks, compile. Exits 1 if any fails.",
+        "gradient, double_backward, reference, layout, hygiene, kinks, autograd, extremes, subsets, "
+        "compile, forward_mode, library. Exits 1 if any fails. Checks run side by side in worker "
+        "processes (--jobs); the results are the same as one process's, in the same order.",
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="ops to check (default: all)")
     p.add_argument(
@@ -51,6 +53,14 @@ def add_check(sub: Any) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="wall-clock limit per property of an op (default 60); past it the op counts as hung",
     )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        metavar="N",
+        help="worker processes that run checks side by side (default: one per usable CPU on Linux, "
+        "else 1; 1: all in this process)",
+    )
     p.add_argument("--json", action="store_true", help="print results as JSON")
     return p
 
@@ -58,12 +68,15 @@ def add_check(sub: Any) -> argparse.ArgumentParser:
 def run_check(args: argparse.Namespace) -> int:
     if args.examples is not None and args.examples <= 0:
         raise ConfigError(f"--examples must be a positive integer, got {args.examples}")
+    if args.jobs is not None and args.jobs <= 0:
+        raise ConfigError(f"--jobs must be a positive integer, got {args.jobs}")
     reg = registry_from(args)
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda: CUDA is not available here, so nothing would be checked")
-    from opzoo.testing._runner import check, parse_properties
+    from opzoo.testing._parallel import check_all, default_jobs
+    from opzoo.testing._runner import parse_properties
     from opzoo.testing._signals import insistent_interrupt
 
     try:
@@ -81,19 +94,20 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         # Ctrl-C ends the loop however often a raise is dropped on the way (see _signals).
         with insistent_interrupt():
-            for spec in specs:
-                print(f"checking {spec.name} ...", file=sys.stderr, flush=True)  # stdout may be JSON
-                check(
-                    spec,
-                    props,
-                    devices=devices,
-                    into=results,
-                    profile=args.profile,
-                    examples=args.examples,
-                    registry=reg,
-                    seed=args.seed,
-                    timeout=args.timeout,
-                )
+            check_all(
+                specs,
+                props,
+                devices=devices,
+                jobs=args.jobs or default_jobs(),
+                into=results,
+                # on stderr: stdout may be JSON
+                started=lambda spec: print(f"checking {spec.name} ...", file=sys.stderr, flush=True),
+                profile=args.profile,
+                examples=args.examples,
+                registry=reg,
+                seed=args.seed,
+                timeout=args.timeout,
+            )
     except KeyboardInterrupt:
         # What finished is kept: reported in full (JSON too, marked), then the interrupt ends the
         # command (exit 130).
