@@ -11,6 +11,7 @@ Nothing here imports torch: parsing a signature is part of validating a contract
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -35,6 +36,12 @@ class Signature:
     @classmethod
     def parse(cls, text: str) -> Signature:
         """Parse ``text``; raise :class:`ContractError` saying where it is malformed."""
+        if cls is Signature and isinstance(text, str):
+            return _parse(text)  # contract.sig is read hundreds of times per check
+        return cls._parse(text)
+
+    @classmethod
+    def _parse(cls, text: str) -> Signature:
         if not isinstance(text, str):
             raise ContractError(f"signature must be a string like '(n,k),(k,m)->(n,m)', got {text!r}")
         left, arrow, right = text.partition("->")
@@ -102,6 +109,11 @@ def broadcast(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
             raise ShapeError(f"loop dimensions {', '.join(map(str, shapes))} do not broadcast")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(text: str) -> Signature:
+    return Signature._parse(text)
 
 
 def _cores(text: str, part: str, offset: int) -> tuple[tuple[str, ...], ...]:

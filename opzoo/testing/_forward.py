@@ -120,6 +120,13 @@ def _jacobian_times(
     sum; and which rows of each output were computed (MAX_ROWS at most)."""
     leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
     ys = op.outputs(*leaves)
+    if op.spec.contract.sig.elementwise and len(xs) == len(ys) == 1 and ys[0].requires_grad:
+        # A diagonal Jacobian is its own transpose: J v is one backward of v (not one per row,
+        # which was most of the property's time), and |J| |v| is its absolute value. A backward
+        # that is not diagonal is wrong, and the gradient property says so.
+        (g,) = torch.autograd.grad(ys[0], leaves, vs[0], allow_unused=True)
+        jv = torch.zeros_like(vs[0]) if g is None else g
+        return [[jv]], [[jv.abs()]], [torch.ones_like(jv, dtype=torch.bool)]
     want, scale, checked = [], [], []
     for y in ys:
         jv = [torch.zeros(y.numel(), dtype=x.dtype, device=x.device) for x in xs]

@@ -28,6 +28,9 @@ from opzoo.testing._runner import HUNG, Result, check, check_property
 #: worker first, and only a check stuck where no signal reaches (a C loop) lasts this long.
 GRACE = 10.0
 
+#: Properties whose first check in a process imports torch._dynamo (1-2 s).
+HEAVY = {"compile", "forward_mode", "library"}
+
 Task = tuple[int, str, str]  # (index of the spec, property, device)
 
 
@@ -79,6 +82,10 @@ def check_all(
             started(spec)
             results += check(spec, props, devices=devices, into=into, **kw)
         return results
+    if HEAVY & set(props):
+        # Imported once here rather than once in each worker (1-2 s each); torch.compile,
+        # torch.func and opcheck all load them.
+        import torch._dynamo  # noqa: F401
     done: dict[Task, Result] = {}
     try:
         _Pool(specs, jobs, grace, kw).run(tasks, done, started)

@@ -94,7 +94,7 @@ def tensors(
         bounds = domain_box(domain, margin)
         floats = st.floats(bounds[0], bounds[1], allow_nan=False, allow_infinity=False)
 
-    return _tensor(shape_st, floats, kinks, margin, bounds, device, dtype)
+    return _tensor(shape_st, floats, kinks, margin, bounds, device, dtype, {})
 
 
 @st.composite
@@ -107,13 +107,17 @@ def _tensor(
     bounds: tuple[float, float],
     device: str | torch.device,
     dtype: torch.dtype,
+    arrays: dict[tuple[int, ...], st.SearchStrategy[Any]],
 ) -> torch.Tensor:
     # At module level, not in tensors(): @st.composite reads the function's source when it is
-    # applied, which cost more than the whole draw when it was applied once per example.
+    # applied, which cost more than the whole draw when it was applied once per example. ``arrays``
+    # keeps one array strategy per shape: hypothesis validates each new strategy on first draw.
     shp = draw(shape_st)
     if math.prod(shp) == 0:
         return torch.empty(shp, dtype=torch.float64).to(device=device, dtype=dtype)
-    arr = draw(hnp.arrays(np.float64, shp, elements=floats))
+    if shp not in arrays:
+        arrays[shp] = hnp.arrays(np.float64, shp, elements=floats)
+    arr = draw(arrays[shp])
     t = torch.from_numpy(np.ascontiguousarray(arr).copy()).reshape(shp)
     t = push_from_kinks(t, kinks, margin, bounds)
     return t.to(device=device, dtype=dtype).contiguous()
@@ -210,16 +214,24 @@ def cases(
 ) -> st.SearchStrategy[tuple[dict[str, float | int], tuple[torch.Tensor, ...]]]:
     """(params, float64 inputs) pairs for ``spec``: params first, since kinks may depend on them."""
 
-    return _cases(spec, params(spec), device, registry)
+    memo: dict[tuple[float, ...], st.SearchStrategy[tuple[torch.Tensor, ...]]] = {}
+
+    def inputs_at(p: dict[str, float | int]) -> st.SearchStrategy[tuple[torch.Tensor, ...]]:
+        # The inputs depend on the params only through the kinks (elementwise ops): one strategy per
+        # set of kinks, not one per draw (building and validating them was a third of a check).
+        key = tuple(spec.contract.kinks_at(p)) if spec.contract.sig.elementwise else ()
+        if key not in memo:
+            memo[key] = inputs(spec, p, device=device, registry=registry)
+        return memo[key]
+
+    return _cases(params(spec), inputs_at)
 
 
 @st.composite
 def _cases(
     draw: Any,
-    spec: OpSpec,
     params_st: st.SearchStrategy[dict[str, float | int]],
-    device: str,
-    registry: Registry | None,
+    inputs_at: Any,
 ) -> tuple[dict[str, float | int], tuple[torch.Tensor, ...]]:
     p = draw(params_st)
-    return p, draw(inputs(spec, p, device=device, registry=registry))
+    return p, draw(inputs_at(p))
