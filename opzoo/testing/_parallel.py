@@ -28,7 +28,7 @@ from opzoo.testing._runner import HUNG, Result, check, check_property
 #: worker first, and only a check stuck where no signal reaches (a C loop) lasts this long.
 GRACE = 10.0
 
-#: Properties whose first check in a process imports torch._dynamo (1-2 s).
+#: Properties whose first check in a process imports torch._dynamo (1-2 s), and the slowest ones.
 HEAVY = {"compile", "forward_mode", "library"}
 
 Task = tuple[int, str, str]  # (index of the spec, property, device)
@@ -88,7 +88,10 @@ def check_all(
         import torch._dynamo  # noqa: F401
     done: dict[Task, Result] = {}
     try:
-        _Pool(specs, jobs, grace, kw).run(tasks, done, started)
+        # Run order: an op's first check (alone), then its slow ones, so that they do not end the
+        # run on one worker while the other idles; the results keep the serial order.
+        order = sorted(tasks, key=lambda t: (t[0], t[1] != props[0], t[1] not in HEAVY))
+        _Pool(specs, jobs, grace, kw).run(order, done, started)
     finally:
         ordered = [done[t] for t in tasks if t in done]
         if into is not None:
