@@ -66,6 +66,31 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def interrupt_when_checking(
+    argv: list[str], env: dict[str, str], op: str, **popen
+) -> tuple[subprocess.Popen, str, str]:
+    """Run ``opzoo`` with ``argv``; send SIGINT once it says on stderr that it is checking ``op``;
+    return the finished process, its stdout and stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "opzoo", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+        preexec_fn=default_sigint,
+        **popen,
+    )
+    try:
+        for line in proc.stderr:
+            if line.startswith(f"checking {op}"):
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    return proc, out, err
+
+
 @pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
 def test_ctrl_c_prints_what_finished(env, json_out):
     """Ctrl-C while an op hangs ends the run (exit 130) and reports the results already finished,
@@ -75,22 +100,7 @@ def test_ctrl_c_prints_what_finished(env, json_out):
     test)."""
     argv = "check chatty hang -p hygiene -j 1 --profile ci --device cpu".split()
     argv += ["--json"] if json_out else []
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "opzoo", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **env},
-        preexec_fn=default_sigint,
-    )
-    try:
-        for line in proc.stderr:
-            if line.startswith("checking hang"):
-                break
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
+    proc, out, err = interrupt_when_checking(argv, env, "hang")
     assert proc.returncode == 130, err
     assert "opzoo: interrupted after 1 check(s)" in err
     if json_out:
@@ -106,23 +116,7 @@ def test_ctrl_c_stops_the_worker_processes(env):
     """With workers, Ctrl-C ends the run (exit 130) and no worker outlives it: the command runs in
     a session of its own, and no process of that session is left."""
     argv = "check hang -p hygiene,layout -j 2 --profile ci --device cpu --json".split()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "opzoo", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **env},
-        preexec_fn=default_sigint,
-        start_new_session=True,
-    )
-    try:
-        for line in proc.stderr:
-            if line.startswith("checking hang"):
-                break
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
+    proc, out, err = interrupt_when_checking(argv, env, "hang", start_new_session=True)
     assert proc.returncode == 130, err
     assert "opzoo: interrupted after 0 check(s)" in err
     assert json.loads(out)["interrupted"] is True

@@ -8,7 +8,7 @@ import signal
 import time
 
 import pytest
-import torch
+from correct_ops import Cube
 from wrong_ops import WRONG
 
 import opzoo
@@ -17,22 +17,7 @@ from opzoo.testing._parallel import can_fork, check_all
 pytestmark = pytest.mark.skipif(not can_fork(), reason="worker processes are forked on Linux only")
 
 
-class _Square(torch.autograd.Function):
-    @staticmethod
-    def forward(x):
-        return x * x
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return 2 * x * grad
-
-
-class Crashes(_Square):
+class Crashes(Cube):
     """Kills its own process, as a segfault in an extension would."""
 
     @staticmethod
@@ -40,12 +25,11 @@ class Crashes(_Square):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-class Deaf(_Square):
-    """Hangs where the time limit's signal cannot reach it (as a C loop holding the GIL would)."""
+class Deaf(Cube):
+    """Never returns (deaf to the time limit only where SIGALRM is blocked: see its test)."""
 
     @staticmethod
     def forward(x):
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
         while True:
             time.sleep(0.05)
 
@@ -53,7 +37,7 @@ class Deaf(_Square):
 @pytest.fixture(scope="module")
 def registry():
     reg = opzoo.Registry()
-    reg.register(_Square, name="square")
+    reg.register(Cube, name="cube")
     reg.register(WRONG["wrong_sign"][0], name="wrong_sign")
     reg.register(Crashes, name="crashes")
     reg.register(Deaf, name="deaf")
@@ -67,7 +51,7 @@ def outcome(results):
 def test_two_workers_give_one_process_results_in_its_order(registry):
     """Every field a report shows (verdict, reason, counterexample, worst mismatch, repro, notes) is
     the serial run's, in the serial order, from a private registry the workers inherit."""
-    specs = [registry.info("square"), registry.info("wrong_sign"), opzoo.info("myrelu")]
+    specs = [registry.info("cube"), registry.info("wrong_sign"), opzoo.info("myrelu")]
     props = ["gradient", "kinks", "hygiene", "double_backward"]
     kw = dict(devices=["cpu"], profile="ci", registry=registry)
     serial = check_all(specs, props, jobs=1, **kw)
@@ -76,29 +60,50 @@ def test_two_workers_give_one_process_results_in_its_order(registry):
     parallel = check_all(specs, props, jobs=2, into=into, started=lambda s: started.append(s.name), **kw)
     assert outcome(parallel) == outcome(serial)
     assert outcome(into) == outcome(serial)
-    assert sorted(started) == ["myrelu", "square", "wrong_sign"]
+    assert sorted(started) == ["cube", "myrelu", "wrong_sign"]
     assert [r.status for r in parallel if r.op == "wrong_sign"] == ["fail", "fail", "pass", "pass"]
 
 
 def test_a_check_that_kills_its_worker_fails_and_the_rest_go_on(registry):
-    specs = [registry.info("crashes"), registry.info("square")]
+    specs = [registry.info("crashes"), registry.info("cube")]
     results = check_all(specs, ["gradient", "hygiene"], devices=["cpu"], jobs=2, profile="ci")
     got = {r.id: (r.status, r.reason) for r in results}
     crashed = "the check crashed its worker process (killed by SIGKILL)"
     assert got["gradient[crashes]"][0] == got["hygiene[crashes]"][0] == "fail"
     assert got["gradient[crashes]"][1].startswith(crashed)
-    assert got["gradient[square]"] == got["hygiene[square]"] == ("pass", "")
+    assert got["gradient[cube]"] == got["hygiene[cube]"] == ("pass", "")
 
 
 def test_a_check_deaf_to_its_time_limit_is_killed(registry):
-    """The time limit is a signal in the worker; a check that blocks it is killed by the parent
-    `grace` seconds later, fails as hung, and the op's other checks are not run."""
-    specs = [registry.info("deaf"), registry.info("square")]
-    results = check_all(
-        specs, ["hygiene", "layout"], devices=["cpu"], jobs=2, profile="ci", timeout=1.0, grace=1.0
-    )
+    """The time limit is a SIGALRM in the worker; a check that cannot receive it (as a C loop
+    holding the GIL could not) is killed by the parent `grace` seconds later, fails as hung, and
+    the op's other checks are not run. Deaf by construction: SIGALRM is blocked here before the
+    workers are forked, so they are deaf from their first instruction, however slow the machine."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    try:
+        results = check_all(
+            [registry.info("deaf")],
+            ["hygiene", "layout"],
+            devices=["cpu"],
+            jobs=2,
+            profile="ci",
+            timeout=1.0,
+            grace=1.0,
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
     got = {r.id: r for r in results}
     assert got["hygiene[deaf]"].status == "fail" and got["hygiene[deaf]"].timed_out
     assert "its worker was killed" in got["hygiene[deaf]"].reason
     assert (got["layout[deaf]"].status, got["layout[deaf]"].reason) == ("skip", "not run: the op hung")
-    assert got["hygiene[square]"].status == got["layout[square]"].status == "pass"
+
+
+def test_no_workers_once_cuda_is_initialised(registry, monkeypatch):
+    """A forked child cannot use CUDA its parent initialised (a plugin might, at import): the
+    checks then run in this process."""
+    import opzoo.testing._parallel as parallel
+
+    monkeypatch.setattr(parallel, "_cuda_initialized", lambda: True)
+    monkeypatch.setattr(parallel, "_Pool", None)  # forking would fail loudly
+    results = check_all([registry.info("cube")], ["hygiene"], devices=["cpu"], jobs=2, profile="ci")
+    assert [(r.id, r.status) for r in results] == [("hygiene[cube]", "pass")]

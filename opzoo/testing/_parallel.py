@@ -64,10 +64,11 @@ def check_all(
     grace: float = GRACE,
     **kw: Any,
 ) -> list[Result]:
-    """Check ``props`` of every spec on each device, with ``jobs`` worker processes (1: in this
-    process). ``started(spec)`` is called as an op's first check begins. Results come in the serial
-    order; each is also put in ``into`` — as it is known when serial, and all finished ones when
-    the pool stops (an interrupt included), so that the caller keeps what finished. ``kw`` goes to
+    """Check ``props`` of every spec on each device, with ``jobs`` worker processes (1, or where
+    workers cannot be forked: in this process). ``started(spec)`` is called as an op's first check
+    begins. Results come in the serial order; each is also put in ``into`` — as it is known when
+    serial, and all finished ones when the pool stops (an interrupt included), so that the caller
+    keeps what finished. ``kw`` goes to
     :func:`~opzoo.testing._runner.check_property`; a worker whose check runs ``grace`` seconds past
     its ``timeout`` is killed.
 
@@ -76,7 +77,7 @@ def check_all(
     meanwhile the other workers check other ops."""
     tasks = [(i, prop, device) for i in range(len(specs)) for prop in props for device in devices]
     jobs = min(jobs, len(tasks))
-    if jobs <= 1 or not can_fork():
+    if jobs <= 1 or not can_fork() or _cuda_initialized():
         results: list[Result] = []
         for spec in specs:
             started(spec)
@@ -220,6 +221,14 @@ class _Pool:
             f"its worker was killed after {took:.0f} s"
         )
         return Result(self.specs[i].name, prop, device, "fail", reason, seconds=took, timed_out=True)
+
+
+def _cuda_initialized() -> bool:
+    """Whether this process has initialised CUDA (a plugin might, at import): a forked child
+    cannot use it then, so the checks run here instead."""
+    import torch
+
+    return torch.cuda.is_initialized()
 
 
 def _torch_threads() -> int:
