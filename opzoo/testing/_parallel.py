@@ -31,6 +31,10 @@ GRACE = 10.0
 #: Properties whose first check in a process imports torch._dynamo (1-2 s), and the slowest ones.
 HEAVY = {"compile", "forward_mode", "library"}
 
+#: Properties whose first check in a process loads inductor's modules too (0.8 s): torch.compile,
+#: and opcheck's AOT-dispatch trace.
+COMPILING = {"compile", "library"}
+
 Task = tuple[int, str, str]  # (index of the spec, property, device)
 
 
@@ -113,9 +117,13 @@ class _Pool:
         probing: set[int] = set()  # ops whose first check is running: their others wait for it
         probed: set[int] = set()
 
-        def take() -> Task | None:
+        def take(compiler: bool) -> Task | None:
             """The next task to run: in order, but none of an op whose first check is still
-            running, so that an op that hangs in every check costs one time limit, as serially."""
+            running, so that an op that hangs in every check costs one time limit, as serially.
+            The first worker takes a compiling check first, the others only when nothing else is
+            left for them: the 0.8 s of modules the first compile loads are then loaded once."""
+            eligible: list[int] = []
+            seen: set[int] = set()
             k = 0
             while k < len(pending):
                 task = pending[k]
@@ -123,15 +131,24 @@ class _Pool:
                 if i in hung:
                     del pending[k]
                     done[task] = Result(self.specs[i].name, prop, device, "skip", HUNG)
-                elif i in probing:
-                    k += 1
-                else:
-                    del pending[k]
-                    if i not in probed:
-                        probing.add(i)
-                        started(self.specs[i])
-                    return task
-            return None
+                    continue
+                first = i not in seen
+                seen.add(i)
+                # An op's first check is its first in the order (the quick one); then any.
+                if i not in probing and (i in probed or first):
+                    if compiler == (prop in COMPILING):
+                        eligible.insert(0, k)
+                        break
+                    if not eligible:
+                        eligible.append(k)
+                k += 1
+            if not eligible:
+                return None
+            task = pending.pop(eligible[0])
+            if task[0] not in probed:
+                probing.add(task[0])
+                started(self.specs[task[0]])
+            return task
 
         def finish(task: Task, result: Result) -> None:
             done[task] = result
@@ -145,8 +162,8 @@ class _Pool:
         busy: dict[Connection, tuple[Any, Task, float]] = {}
         try:
             while pending or busy:
-                for proc, conn in workers:
-                    if conn not in busy and (task := take()) is not None:
+                for w, (proc, conn) in enumerate(workers):
+                    if conn not in busy and (task := take(compiler=w == 0)) is not None:
                         conn.send(task)
                         busy[conn] = (proc, task, time.monotonic())
                 if not busy:
