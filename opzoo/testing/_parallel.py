@@ -13,6 +13,7 @@ that crashes its process (a segfault in an extension), is killed or reported, an
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -158,6 +159,10 @@ class _Pool:
                 probing.discard(task[0])
                 probed.add(task[0])
 
+        # The workers share the parent's memory until they write to it, and a garbage collection
+        # writes to every object it visits: frozen, the parent's objects are left out of the
+        # workers' collections (and copies).
+        gc.freeze()
         workers = [self._start() for _ in range(self.jobs)]
         busy: dict[Connection, tuple[Any, Task, float]] = {}
         try:
@@ -202,6 +207,7 @@ class _Pool:
                     proc.kill()
                     proc.join()
                 conn.close()
+            gc.unfreeze()
 
     def _start(self) -> tuple[Any, Connection]:
         ours, theirs = self.context.Pipe()
