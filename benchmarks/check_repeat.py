@@ -39,14 +39,16 @@ def main(argv: list[str]) -> int:
     first, took = verdicts(extra)
     names = names or list(dict.fromkeys(i.split("[", 1)[1].rstrip("]") for i in first))
     fails = sorted(k for k, v in first.items() if v == "fail")
-    print(f"run 1: {took:.1f} s, {len(first)} checks, {len(fails)} failing: {', '.join(fails) or 'none'}")
+    failing = ", ".join(fails) or "none"
+    print(f"run 1: {took:.1f} s, {len(first)} checks, {len(fails)} failing: {failing}", flush=True)
     differ = 0
     for k in range(2, runs + 1):
         turn = (k - 1) % len(names)
         again, took = verdicts(options + names[turn:] + names[:turn])
         changed = sorted(i for i in set(first) | set(again) if first.get(i) != again.get(i))
         differ += bool(changed)
-        print(f"run {k}: {took:.1f} s, " + (f"DIFFERS: {', '.join(changed)}" if changed else "same verdicts"))
+        verdict = f"DIFFERS: {', '.join(changed)}" if changed else "same verdicts"
+        print(f"run {k}: {took:.1f} s, {verdict}", flush=True)
     print(f"{runs} runs, {differ} with different verdicts")
     return 1 if differ else 0
 

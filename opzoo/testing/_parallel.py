@@ -163,9 +163,11 @@ class _Pool:
         # writes to every object it visits: frozen, the parent's objects are left out of the
         # workers' collections (and copies).
         gc.freeze()
-        workers = [self._start() for _ in range(self.jobs)]
+        workers: list[tuple[Any, Connection]] = []
         busy: dict[Connection, tuple[Any, Task, float]] = {}
         try:
+            for _ in range(self.jobs):
+                workers.append(self._start())
             while pending or busy:
                 for w, (proc, conn) in enumerate(workers):
                     if conn not in busy and (task := take(compiler=w == 0)) is not None:
