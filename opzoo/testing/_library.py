@@ -64,7 +64,10 @@ def check_library(
     for name in dtypes:
         dtype = getattr(torch, name)
         tensors = tuple(t.detach().to(dtype).requires_grad_() for t in inputs)
-        tests = (FULL if name == first else CHEAP) if full else CHEAP if name == first else ()
+        if name == first:
+            tests = FULL if full else CHEAP
+        else:
+            tests = CHEAP if full else ()
         if tests:
             results = torch.library.opcheck(
                 op.default, (*tensors, *args), test_utils=tests, raise_exception=False

@@ -35,7 +35,7 @@ from opzoo.testing._bound import (
     where,
     worst_gradient_mismatch,
 )
-from opzoo.testing._forward import forward_mode
+from opzoo.testing._forward import defines_jvp, forward_mode
 from opzoo.testing._library import library, why_not_bridged
 from opzoo.testing._surrogate import piecewise_constant_hint, surrogate_double_backward, surrogate_gradient
 from opzoo.testing.strategies import KINK_MARGIN
@@ -367,7 +367,7 @@ def compile(op: Bound, *xs: torch.Tensor) -> None:
     except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as exc:
         # Unsupported: code dynamo cannot trace; UserError: a branch on a tensor's values.
         message = one_line(exc, with_type=False)
-        if not (_defines_jvp(op.spec.target) and "jvp" in message):
+        if not (defines_jvp(op.spec.target) and "jvp" in message):
             raise PropertyFailed(f"graph break under torch.compile (fullgraph=True): {message}") from None
         # Not the op's fault: torch.compile breaks the graph at any Function that defines jvp
         # (torch 2.13). Said, and the values checked across the break.
@@ -392,10 +392,6 @@ def _compiled(op: Bound, step: Callable[..., object], *, fullgraph: bool) -> Bou
     torch._dynamo.reset()
     fn = torch.compile(step, backend="aot_eager", fullgraph=fullgraph)
     return Bound(op.spec, op.params, fn, op.extras, op.module)
-
-
-def _defines_jvp(target: object) -> bool:
-    return getattr(target, "jvp", None) is not getattr(torch.autograd.Function, "jvp", None)
 
 
 # -- the records ------------------------------------------------------------------------------------

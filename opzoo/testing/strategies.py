@@ -158,15 +158,23 @@ def signature_inputs(
         max_side=max_side,
     )
 
-    return _signature_tensors(shapes_st, dtype, device)
+    by_shape: dict[tuple[int, ...], st.SearchStrategy[torch.Tensor]] = {}
+
+    def tensor_of(shape: tuple[int, ...]) -> st.SearchStrategy[torch.Tensor]:
+        # One strategy per shape, as _tensor keeps one array strategy per shape: not one per draw.
+        if shape not in by_shape:
+            by_shape[shape] = tensors(dtype=dtype, shape=shape, device=device)
+        return by_shape[shape]
+
+    return _signature_tensors(shapes_st, tensor_of)
 
 
 @st.composite
 def _signature_tensors(
-    draw: Any, shapes_st: st.SearchStrategy[Any], dtype: torch.dtype, device: str | torch.device
+    draw: Any, shapes_st: st.SearchStrategy[Any], tensor_of: Any
 ) -> tuple[torch.Tensor, ...]:
     shapes = draw(shapes_st).input_shapes
-    return tuple(draw(tensors(dtype=dtype, shape=tuple(shape), device=device)) for shape in shapes)
+    return tuple(draw(tensor_of(tuple(shape))) for shape in shapes)
 
 
 def inputs(
