@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from opzoo import _checkpoint, _distributed, _resume
+from opzoo import _checkpoint, _distributed, _resume, _update
 from opzoo._compiled import compiled_step
 
 # The settings and the checkpoint helpers live in their own modules; importers of the trainer find
@@ -303,8 +303,8 @@ def _prepare(
     params = {"w1": w1, "w2": w2, **{f"act.{k}": p for k, p in net.act.named_parameters()}}
 
     losses: list[float] = []
-    optimizer = _optimizer(config, params)
-    rates = learning_rates(config, params)
+    optimizer = _update.optimizer(config, params)
+    rates = _update.learning_rates(config, params)
     if state is not None:
         losses = _resume.restore(config, state, params, optimizer)
     if len(losses) > config.steps:
@@ -394,7 +394,7 @@ def _train(
                 on_log(t, value)
             if loss is not None:
                 _backward(config, loss, params["w1"], first=t == start)
-                _update(optimizer, params, ready.rates)
+                _update.step(optimizer, params, ready.rates)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{value:.4g}", refresh=False)
@@ -478,44 +478,6 @@ def _args_label(act: Activation | TorchActivation) -> str:
     if not act.params:
         return ""
     return "(" + ", ".join(f"{k}={v:g}" for k, v in act.params.items()) + ")"
-
-
-def learning_rates(config: TrainConfig, params: Mapping[str, torch.Tensor]) -> dict[str, float]:
-    """The learning rate of each parameter: ``lr`` for the weights, see ``act_lr`` for the rest."""
-    rates = {}
-    for name, p in params.items():
-        if not name.startswith("act."):
-            rates[name] = config.lr
-        elif config.act_lr is not None:
-            rates[name] = config.act_lr
-        elif config.optimizer == "adam":
-            rates[name] = config.lr
-        else:
-            rates[name] = config.lr * p.numel() / (config.batch * config.hidden)
-    return rates
-
-
-def _optimizer(config: TrainConfig, params: Mapping[str, torch.Tensor]) -> torch.optim.Optimizer | None:
-    rates = learning_rates(config, params)
-    groups = [{"params": [p], "lr": rates[name]} for name, p in params.items()]
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=config.lr)
-    if config.optimizer == "adam":
-        return torch.optim.Adam(groups, lr=config.lr)
-    return None
-
-
-def _update(optimizer: Any, params: Mapping[str, torch.Tensor], rates: Mapping[str, float]) -> None:
-    if optimizer is not None:
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=False)
-        return
-    # The seed's update, outside autograd, then the gradients zeroed by hand.
-    with torch.no_grad():
-        for name, p in params.items():
-            if p.grad is not None:
-                p -= rates[name] * p.grad
-                p.grad.zero_()
 
 
 def _progress_bar(config: TrainConfig, start: int) -> Any:

@@ -96,7 +96,8 @@ def test_act_args_must_be_taken_by_the_activation():
 
 def test_act_lr_sets_the_activations_learning_rate():
     """--act-lr overrides the scaled default for a learnable activation's parameters only."""
-    from opzoo._trainer import TrainConfig, learning_rates
+    from opzoo._trainer import TrainConfig
+    from opzoo._update import learning_rates
 
     params = {"w1": torch.zeros(3), "act.inner.slope": torch.zeros(())}
     assert learning_rates(TrainConfig(lr=1e-6), params) == {"w1": 1e-6, "act.inner.slope": 1e-6 / 6400}
