@@ -54,7 +54,7 @@ def digits() -> Dataset:
         import sklearn  # noqa: F401  (first: a blocked parent must fail even if a submodule is loaded)
         from sklearn.datasets import load_digits
     except ImportError:
-        raise ConfigError("--data digits needs scikit-learn: pip install 'opzoo[data]'") from None
+        raise ConfigError("data 'digits' needs scikit-learn: pip install 'opzoo[data]'") from None
     bunch = load_digits()  # read from the installed package: no download
     x = torch.as_tensor(bunch.data, dtype=torch.float64)
     labels = torch.as_tensor(bunch.target, dtype=torch.int64)
