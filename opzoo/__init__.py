@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from opzoo._contract import Contract, Param
+from opzoo._contract import Contract
 from opzoo._loading import load
+from opzoo._params import Dim, Index, Mask, Param
 from opzoo._records import Failure, Source
-from opzoo._registry import OpSpec, Registry
+from opzoo._registry import Declared, OpSpec, Registry, declare
 from opzoo.exceptions import (
     CheckpointError,
     CompileError,
@@ -38,10 +39,14 @@ __all__ = [
     "ConfigError",
     "Contract",
     "ContractError",
+    "Declared",
+    "Dim",
     "DivergedError",
     "DuplicateOpError",
     "Failure",
+    "Index",
     "LibraryError",
+    "Mask",
     "OpNotFoundError",
     "OpSpec",
     "OpZooError",
@@ -53,6 +58,7 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "compare",
+    "declare",
     "failures",
     "get",
     "hookimpl",
@@ -100,9 +106,10 @@ def failures() -> list[Failure]:
     return registry().failures()
 
 
-def register(target: type | None = None, *, name: str | None = None) -> Any:
-    """Register an op in-process (a function, or a decorator with or without ``name=``)."""
-    return registry().register(target, name=name)
+def register(target: Any = None, *, name: str | None = None, contract: Contract | None = None) -> Any:
+    """Register an op in-process (a function, or a decorator with or without ``name=``);
+    ``contract`` declares one for a class from elsewhere, as :func:`declare` does."""
+    return registry().register(target, name=name, contract=contract)
 
 
 def __getattr__(attr: str) -> Any:
