@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from opzoo import _checkpoint, _distributed, _resume, _update
+from opzoo import _checkpoint, _distributed, _preflight, _resume, _update
 from opzoo._compiled import compiled_step
 
 # The settings and the checkpoint helpers live in their own modules; importers of the trainer find
@@ -29,7 +29,6 @@ from opzoo._config import (  # noqa: F401
     OPTIMIZERS,
     SEED_RANGE,
     TrainConfig,
-    config_for,
 )
 from opzoo._distributed import World
 from opzoo._network import build
@@ -80,6 +79,18 @@ class TrainResult:
             "diverged_at": self.diverged_at,
             "config": asdict(self.config) | {"act_args": dict(self.config.act_args)},
         }
+
+
+def config_for(data: str = "random", **given: Any) -> TrainConfig:
+    """Return a TrainConfig for ``data``: its defaults (HELD_OUT_DEFAULTS, and the data set's own d_in and
+    d_out), then the settings ``given``, which win."""
+    defaults: dict[str, Any] = {}
+    if data != "random":
+        from opzoo import _data
+
+        ds = _data.load(data)
+        defaults.update(HELD_OUT_DEFAULTS, d_in=ds.d_in, d_out=ds.d_out)
+    return TrainConfig(data=data, **{**defaults, **given})
 
 
 def make_data(config: TrainConfig) -> dict[str, torch.Tensor]:
@@ -182,7 +193,7 @@ def run(
     with contextlib.ExitStack() as stack:
 
         def prepare() -> _Prepared:
-            config.validate()
+            _preflight.check(config)
             resolved = _resolved(config)
             for context in (_writer_lock, _determinism, _small_batches):
                 stack.enter_context(context(resolved))
@@ -451,7 +462,7 @@ def compare(
     """Train each activation on the same data and initial weights; return one result each."""
     if config.checkpoint or config.resume:
         raise ConfigError("`checkpoint` and `resume` take one activation, not a comparison")
-    config.validate()
+    _preflight.check(config)
     # Each activation gets the --act-arg values it takes; a value no activation takes is an error.
     own = {
         name: {k: v for k, v in config.act_args.items() if k in params_of(name, registry=registry)}
