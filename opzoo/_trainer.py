@@ -14,7 +14,7 @@ import os
 import time
 import warnings
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import torch
 
@@ -34,8 +34,8 @@ from opzoo._distributed import World
 from opzoo._network import build
 from opzoo._preflight import DTYPES, check_writable, resolve_device  # noqa: F401
 from opzoo._resume import read_checkpoint, saved_config  # noqa: F401
-from opzoo.exceptions import ConfigError, ContractError, DivergedError, ParamError
-from opzoo.nn import Activation, TorchActivation, params_of
+from opzoo.exceptions import ConfigError, ContractError, DivergedError
+from opzoo.nn import Activation, TorchActivation
 
 if TYPE_CHECKING:
     from opzoo._registry import Registry
@@ -449,40 +449,6 @@ def _backward(config: TrainConfig, loss: torch.Tensor, w1: torch.Tensor, *, firs
             f"activation {config.activation!r} returned None as the gradient of its input, so w1 "
             "would never learn; its backward must return a tensor shaped like the input"
         )
-
-
-def compare(
-    config: TrainConfig,
-    activations: Sequence[str],
-    *,
-    registry: Registry | None = None,
-    on_log: Callable[[str, int, float], None] | None = None,
-    progress: bool = False,
-) -> list[TrainResult]:
-    """Train each activation on the same data and initial weights; return one result each."""
-    if config.checkpoint or config.resume:
-        raise ConfigError("`checkpoint` and `resume` take one activation, not a comparison")
-    _preflight.check(config)
-    # Each activation gets the --act-arg values it takes; a value no activation takes is an error.
-    own = {
-        name: {k: v for k, v in config.act_args.items() if k in params_of(name, registry=registry)}
-        for name in activations
-    }
-    unused = sorted(set(config.act_args) - {k for args in own.values() for k in args})
-    if unused:
-        raise ParamError(f"no activation among {', '.join(activations)} takes parameter {unused[0]!r}")
-    for name in activations:  # fail on a bad name or value before any training starts
-        build(name, own[name], linear=config.linear, loss=config.loss, registry=registry)
-    data = make_data(config)
-    results = []
-    for name in activations:
-        log = None if on_log is None else (lambda t, v, n=name: on_log(n, t, v))
-        cfg = replace(config, activation=name, act_args=own[name])
-        # One activation diverging says something about it, not about the others: they go on.
-        results.append(
-            run(cfg, registry=registry, data=data, on_log=log, progress=progress, stop_on_divergence=True)
-        )
-    return results
 
 
 def _args_label(act: Activation | TorchActivation) -> str:
