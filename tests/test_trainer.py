@@ -800,54 +800,9 @@ def test_held_out_data_runs_on_one_thread_and_restores_the_setting():
     assert seen == [1, 1] and torch.get_num_threads() == before
 
 
-# The trainer's modules: the import graph among them, deferred imports (inside functions) and those
-# under TYPE_CHECKING counted too. tests/test_architecture.py checks the module-level graph of the
-# whole package.
-TRAINER_MODULES = [
-    "opzoo._config",
-    "opzoo._preflight",
-    "opzoo._data",
-    "opzoo._trainer",
-    "opzoo._compare",
-    "opzoo._resume",
-    "opzoo._update",
-    "opzoo._network",
-    "opzoo._distributed",
-    "opzoo._compiled",
-    "opzoo._checkpoint",
-    "opzoo._commands.train",
-]
-
-
-def every_import(module: str) -> set[str]:
-    """The opzoo modules ``module`` names in any import statement: at module level, in a function, or
-    under TYPE_CHECKING."""
-    import ast
-
-    from conftest import ROOT
-
-    tree = ast.parse((ROOT / (module.replace(".", "/") + ".py")).read_text())
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
-    return found
-
-
-def test_the_trainer_modules_have_no_import_circle_counting_deferred_imports():
-    """No circle among the trainer's modules, even through imports inside functions or for typing:
-    settings (_config) below the machine's checks (_preflight), below the trainer, below the CLI."""
-    from test_architecture import find_circle
-
-    edges = {m: {d for d in every_import(m) if d in TRAINER_MODULES and d != m} for m in TRAINER_MODULES}
-    circle = find_circle(edges)
-    assert circle is None, "import circle: " + " -> ".join(circle)
-
-
 def test_the_settings_import_no_torch():
-    """_config is plain Python: importing it, building and validating a TrainConfig loads no torch."""
+    """_config is plain Python: importing it, building and validating a TrainConfig loads no torch
+    (tests/test_architecture.py checks the import graph, deferred imports included)."""
     code = (
         "import sys; from opzoo._config import TrainConfig; TrainConfig(lr=0.1).validate(); "
         "print('torch' in sys.modules)"
@@ -855,4 +810,3 @@ def test_the_settings_import_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
-    assert "torch" not in every_import("opzoo._config")
