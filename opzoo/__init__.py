@@ -29,12 +29,14 @@ from opzoo.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from opzoo import library, nn, testing
-    from opzoo._trainer import TrainConfig, TrainResult, compare, train
+    from opzoo._compare import Comparison, compare
+    from opzoo._trainer import TrainConfig, TrainResult, train
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CheckpointError",
+    "Comparison",
     "CompileError",
     "ConfigError",
     "Contract",
@@ -116,8 +118,10 @@ def __getattr__(attr: str) -> Any:
     # The trainer, nn, library and testing import torch; load them only when asked for.
     import importlib
 
-    if attr in ("train", "compare", "TrainConfig", "TrainResult"):
+    if attr in ("train", "TrainConfig", "TrainResult"):
         return getattr(importlib.import_module("opzoo._trainer"), attr)
+    if attr in ("compare", "Comparison"):
+        return getattr(importlib.import_module("opzoo._compare"), attr)
     if attr in ("library", "nn", "testing"):
         return importlib.import_module(f"opzoo.{attr}")
     raise AttributeError(f"module 'opzoo' has no attribute {attr!r}")

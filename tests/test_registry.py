@@ -218,6 +218,7 @@ def test_module_ops_build_modules():
 
 PUBLIC_API = [
     "CheckpointError",
+    "Comparison",
     "CompileError",
     "ConfigError",
     "Contract",
