@@ -185,25 +185,39 @@ _HOOKS = ("slope", "slope_of", "saves", "fast_backward", "fast_needs_output", "i
 
 def _derive_from_slope(cls: type[Elementwise]) -> None:
     """Give ``cls`` the setup_context, backward and jvp that its slope implies."""
-    slope, fast, keep = cls.slope, cls.fast_backward, cls.saves
     if cls.slope_of not in ("input", "output", None):
         raise TypeError(
             f"{cls.__qualname__}.slope_of must be 'input', 'output' or None, not {cls.slope_of!r}"
         )
-    saved, of_input, with_output = cls.slope_of is not None, cls.slope_of == "input", cls.fast_needs_output
     n = len(inspect.signature(cls.forward).parameters) - 1  # the params after x
-    nones = (None,) * n
-    none = (None, *nones) if n else None
-    if cls.in_opmath:
-        exact = slope
+    slope = _in_opmath(cls.slope) if cls.in_opmath else cls.slope
+    setup_context = _setup_context(cls, n)
+    if cls.slope_of is None:
+        backward, jvp = _constant_backward_and_jvp(slope, n)
+    else:
+        backward, jvp = _backward_and_jvp(slope, cls.fast_backward, n)
+    for fn in (setup_context, backward, jvp):
+        fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
+        fn.derived_from_slope = True  # type: ignore[attr-defined]
+        setattr(cls, fn.__name__, staticmethod(fn))
+    cls.effective_slope = staticmethod(slope)
 
-        def slope(t: torch.Tensor, *params: Any) -> torch.Tensor:
-            return exact(t.float(), *params).to(t.dtype) if t.dtype in HALF else exact(t, *params)
 
-    # The closures branch only on constants of the class, and the common case (one tensor saved as
-    # it is) has a setup_context of its own: tens of nanoseconds a call in all, against the
-    # microseconds of the smallest op (the A/B record in benchmarks/RESULTS.md).
-    if saved and keep is None and not with_output:
+# The closures below branch only on constants of the class, and the common cases have closures of
+# their own: tens of nanoseconds a call in all, against the microseconds of the smallest op (the
+# A/B record in benchmarks/RESULTS.md).
+
+
+def _in_opmath(exact: Callable[..., Any]) -> Callable[..., Any]:
+    def slope(t: torch.Tensor, *params: Any) -> torch.Tensor:
+        return exact(t.float(), *params).to(t.dtype) if t.dtype in HALF else exact(t, *params)
+
+    return slope
+
+
+def _setup_context(cls: type[Elementwise], n: int) -> Callable[..., None]:
+    of_input, keep, with_output = cls.slope_of == "input", cls.saves, cls.fast_needs_output
+    if cls.slope_of is not None and keep is None and not with_output:  # one tensor, kept as it is
 
         def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
             t = inputs[0] if of_input else output
@@ -213,51 +227,31 @@ def _derive_from_slope(cls: type[Elementwise]) -> None:
             if forward_mode():
                 ctx.save_for_forward(t)
 
-    else:
+        return setup_context
 
-        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-            if n:
-                ctx.params = inputs[1:]
-            if not saved:
-                return
-            t = inputs[0] if of_input else output
-            if keep is not None:
-                t = keep(t)
-            if with_output:
-                ctx.save_for_backward(t, output)
-            else:
-                ctx.save_for_backward(t)
-            if forward_mode():
-                ctx.save_for_forward(t)
+    saved = cls.slope_of is not None
 
-    if not saved:  # a constant slope: 1 passes grad through untouched (a straight-through estimator)
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:  # type: ignore[no-redef]
+        if n:
+            ctx.params = inputs[1:]
+        if not saved:
+            return
+        t = inputs[0] if of_input else output
+        if keep is not None:
+            t = keep(t)
+        if with_output:
+            ctx.save_for_backward(t, output)
+        else:
+            ctx.save_for_backward(t)
+        if forward_mode():
+            ctx.save_for_forward(t)
 
-        def backward(ctx: Any, grad: torch.Tensor) -> Any:
-            if not ctx.needs_input_grad[0]:
-                return none
-            if n:
-                s = slope(None, *ctx.params)
-                return (grad if s == 1 else grad * s, *nones)
-            s = slope(None)
-            return grad if s == 1 else grad * s
+    return setup_context
 
-        def jvp(ctx: Any, tangent: torch.Tensor, *_: None) -> torch.Tensor:
-            s = slope(None, *ctx.params) if n else slope(None)
-            return tangent.clone() if s == 1 else tangent * s  # a new tensor, as forward's output is
 
-    elif n:
-
-        def backward(ctx: Any, grad: torch.Tensor) -> Any:
-            if not ctx.needs_input_grad[0]:
-                return none
-            if fast is None or composite():
-                return (grad * slope(ctx.saved_tensors[0], *ctx.params), *nones)
-            return (fast(grad, *ctx.saved_tensors, *ctx.params), *nones)
-
-        def jvp(ctx: Any, tangent: torch.Tensor, *_: None) -> torch.Tensor:
-            return tangent * slope(ctx.saved_tensors[0], *ctx.params)
-
-    else:
+def _backward_and_jvp(slope: Callable[..., Any], fast: Callable[..., Any] | None, n: int) -> tuple[Any, Any]:
+    """grad * slope(t) (or fast(grad, *saved, *params)), and tangent * slope(t)."""
+    if n == 0:
 
         def backward(ctx: Any, grad: torch.Tensor) -> Any:
             if not ctx.needs_input_grad[0]:
@@ -269,11 +263,41 @@ def _derive_from_slope(cls: type[Elementwise]) -> None:
         def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
             return tangent * slope(ctx.saved_tensors[0])
 
-    for fn in (setup_context, backward, jvp):
-        fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
-        fn.derived_from_slope = True  # type: ignore[attr-defined]
-        setattr(cls, fn.__name__, staticmethod(fn))
-    cls.effective_slope = staticmethod(slope)
+        return backward, jvp
+
+    nones = (None,) * n
+
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:  # type: ignore[no-redef]
+        if not ctx.needs_input_grad[0]:
+            return (None, *nones)
+        if fast is None or composite():
+            return (grad * slope(ctx.saved_tensors[0], *ctx.params), *nones)
+        return (fast(grad, *ctx.saved_tensors, *ctx.params), *nones)
+
+    def jvp(ctx: Any, tangent: torch.Tensor, *_: None) -> torch.Tensor:  # type: ignore[no-redef]
+        return tangent * slope(ctx.saved_tensors[0], *ctx.params)
+
+    return backward, jvp
+
+
+def _constant_backward_and_jvp(slope: Callable[..., Any], n: int) -> tuple[Any, Any]:
+    """grad * slope(None, *params), and tangent * slope(None, *params); a slope of 1 passes grad
+    through untouched (a straight-through estimator), and the tangent as a new tensor, as forward's
+    output is one."""
+    nones = (None,) * n
+
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        if not ctx.needs_input_grad[0]:
+            return (None, *nones) if n else None
+        s = slope(None, *ctx.params) if n else slope(None)
+        gx = grad if s == 1 else grad * s
+        return (gx, *nones) if n else gx
+
+    def jvp(ctx: Any, tangent: torch.Tensor, *_: None) -> torch.Tensor:
+        s = slope(None, *ctx.params) if n else slope(None)
+        return tangent.clone() if s == 1 else tangent * s
+
+    return backward, jvp
 
 
 LOG2_E = 1.4426950408889634
