@@ -284,17 +284,30 @@ def _constant_backward_and_jvp(slope: Callable[..., Any], n: int) -> tuple[Any, 
     """grad * slope(None, *params), and tangent * slope(None, *params); a slope of 1 passes grad
     through untouched (a straight-through estimator), and the tangent as a new tensor, as forward's
     output is one."""
+    if n == 0:
+
+        def backward(ctx: Any, grad: torch.Tensor) -> Any:
+            if not ctx.needs_input_grad[0]:
+                return None
+            s = slope(None)
+            return grad if s == 1 else grad * s
+
+        def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
+            s = slope(None)
+            return tangent.clone() if s == 1 else tangent * s
+
+        return backward, jvp
+
     nones = (None,) * n
 
-    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:  # type: ignore[no-redef]
         if not ctx.needs_input_grad[0]:
-            return (None, *nones) if n else None
-        s = slope(None, *ctx.params) if n else slope(None)
-        gx = grad if s == 1 else grad * s
-        return (gx, *nones) if n else gx
+            return (None, *nones)
+        s = slope(None, *ctx.params)
+        return (grad if s == 1 else grad * s, *nones)
 
-    def jvp(ctx: Any, tangent: torch.Tensor, *_: None) -> torch.Tensor:
-        s = slope(None, *ctx.params) if n else slope(None)
+    def jvp(ctx: Any, tangent: torch.Tensor, *_: None) -> torch.Tensor:  # type: ignore[no-redef]
+        s = slope(None, *ctx.params)
         return tangent.clone() if s == 1 else tangent * s
 
     return backward, jvp
