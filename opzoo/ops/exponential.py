@@ -29,11 +29,11 @@ def _elu_fast_backward(grad: torch.Tensor, x: torch.Tensor, alpha: float, scale:
     xo = opmath(x)
     e = exp_(xo.clamp(max=0))
     if alpha == 1 and scale == 1:
-        return times_grad_(e, grad).to(grad.dtype)
+        return times_grad_(e, grad)
     slope = e.mul(scale * alpha)
     if alpha != 1:
         slope.add_(torch.ops.aten.threshold_backward(e, xo, 0), alpha=scale * (1 - alpha))
-    return times_grad_(slope, grad).to(grad.dtype)
+    return times_grad_(slope, grad)
 
 
 class ELU(Elementwise):
@@ -121,4 +121,4 @@ class Softplus(Elementwise):
         s = torch.sigmoid(bx)
         # past the threshold add 1 - s (exact for s >= 1/2), so the slope is exactly 1 there
         s.add_(torch.ops.aten.threshold_backward(1 - s, bx, threshold))
-        return times_grad_(s, grad).to(grad.dtype)
+        return times_grad_(s, grad)

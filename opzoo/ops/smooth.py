@@ -45,7 +45,7 @@ class SiLU(Elementwise):
         x = opmath(x)
         s = torch.sigmoid(x)
         t = torch.addcmul(x, x, s, value=-1)  # x (1 - s), in one pass
-        return times_grad_(t.add_(1).mul_(s), grad).to(grad.dtype)
+        return times_grad_(t.add_(1).mul_(s), grad)
 
 
 class Mish(Elementwise):
@@ -102,7 +102,7 @@ class GELU(Elementwise):
         cdf = torch.add(opmath(y), s, alpha=0.5).div_(s.add_(x))
         pdf = exp_(x.square().mul_(-0.5))
         slope = torch.addcmul(cdf, x, pdf, value=_INV_SQRT_2PI)
-        return times_grad_(slope, grad).to(grad.dtype)
+        return times_grad_(slope, grad)
 
 
 class GELUTanh(Elementwise):
@@ -137,7 +137,7 @@ class GELUTanh(Elementwise):
         s = torch.sigmoid(x2.mul(_GELU_C).add_(1).mul_(x).mul_(2 * _SQRT_2_OVER_PI))
         du = x2.mul_(3 * _GELU_C * _SQRT_2_OVER_PI).add_(_SQRT_2_OVER_PI)
         w = torch.addcmul(s, s, s, value=-1)  # s (1 - s)
-        return times_grad_(w.mul_(x).mul_(du).mul_(2).add_(s), grad).to(grad.dtype)
+        return times_grad_(w.mul_(x).mul_(du).mul_(2).add_(s), grad)
 
 
 class Softsign(Elementwise):
