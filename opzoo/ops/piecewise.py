@@ -32,9 +32,11 @@ class LeakyReLU(Elementwise):
 
     @staticmethod
     def slope(y: torch.Tensor, negative_slope: float) -> torch.Tensor:
-        # d/dx leaky_relu(x) = 1 if x > 0 else negative_slope (built in y's dtype: where() of two
-        # numbers would give float32's, and rounds negative_slope for a float64 y)
-        return torch.full_like(y, negative_slope).masked_fill_(y > 0, 1.0)
+        # d/dx leaky_relu(x) = 1 if x > 0 else negative_slope: torch's own fused backward kernel on
+        # ones, in y's dtype (where(y > 0, 1.0, negative_slope) is float32's) and without the bool
+        # kernels that run 3-4x slower on this CPU. y detached: the slope is constant on each piece,
+        # so nothing flows to y in double backward (the kernel's derivative would be zeros, and work).
+        return torch.ops.aten.leaky_relu_backward(torch.ones_like(y), y.detach(), negative_slope, True)
 
     @staticmethod
     def fast_backward(grad: torch.Tensor, y: torch.Tensor, negative_slope: float) -> torch.Tensor:
@@ -104,9 +106,8 @@ class Hardsigmoid(Elementwise):
 
     @staticmethod
     def slope(y: torch.Tensor) -> torch.Tensor:
-        # d/dx hardsigmoid(x) = 1/6 if -3 < x < 3 else 0 (filled in: y's dtype, and faster than a
-        # bool mask turned to floats and scaled)
-        return torch.zeros_like(y).masked_fill_((y > 0) & (y < 1), 1 / 6)
+        # d/dx hardsigmoid(x) = 1/6 if -3 < x < 3 else 0, from torch's fused mask (see LeakyReLU.slope)
+        return torch.ops.aten.hardtanh_backward(torch.full_like(y, 1 / 6), y.detach(), 0.0, 1.0)
 
     @staticmethod
     def fast_backward(grad: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
