@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 import torch
@@ -201,10 +202,17 @@ ELEMENTWISE = FUNCTIONS + SURROGATE
 DERIVED = ("setup_context", "backward", "jvp")
 
 
-def _param_sets(spec) -> list[tuple]:
-    """The op's defaults, and its params all at their lowest, then all at their highest."""
-    ps = spec.contract.params.values()
-    return [tuple(spec.contract.defaults().values()), tuple(p.low for p in ps), tuple(p.high for p in ps)]
+def _param_sets(spec, draws: int) -> list[tuple]:
+    """The op's defaults, its params all at their lowest, all at their highest, and ``draws`` sets
+    between (seeded: the same every run)."""
+    ps = list(spec.contract.params.values())
+    rng = random.Random(0)
+
+    def draw(p):
+        return rng.randint(p.low, p.high) if p.integer else rng.uniform(p.low, p.high)
+
+    sets = [tuple(spec.contract.defaults().values()), tuple(p.low for p in ps), tuple(p.high for p in ps)]
+    return sets + [tuple(draw(p) for p in ps) for _ in range(draws if ps else 0)]
 
 
 def _saved(target, x: torch.Tensor, params: tuple) -> tuple:
@@ -253,14 +261,18 @@ def test_the_slope_at_each_declared_kink_is_the_declared_value(name):
     multiply by) gives the declared value, for the defaults and the ends of the params' ranges."""
     spec = BUILTIN.info(name)
     target = spec.target
-    for params in _param_sets(spec):
+    # 200 draws: softplus declared its kink at threshold / beta, which rounds into the linear piece
+    # for 4% of its params (fixed by declaring the last x of the smooth piece)
+    for params in _param_sets(spec, 200):
         declared = spec.contract.kinks_at(dict(zip(spec.contract.params, params)))
         x = torch.tensor(list(declared), dtype=torch.float64)
         got = torch.as_tensor(
             target.effective_slope(_saved(target, x, params)[0], *params), dtype=torch.float64
         )
         want = torch.tensor(list(declared.values()), dtype=torch.float64)
-        torch.testing.assert_close(got.expand_as(want), want, rtol=1e-9, atol=1e-12, msg=f"{params}")
+        torch.testing.assert_close(
+            got.expand_as(want), want, rtol=1e-9, atol=1e-12, msg=lambda m: f"{params}: {m}"
+        )
 
 
 #: How far a fused fast path may round away from grad * slope, per dtype.
@@ -280,7 +292,7 @@ def test_each_fast_backward_is_grad_times_its_slope(name, dtype):
     over kinks, zeros, tiny and large inputs, for every set of params checked."""
     spec = BUILTIN.info(name)
     target = spec.target
-    for params in _param_sets(spec):
+    for params in _param_sets(spec, 20):
         kinks = list(spec.contract.kinks_at(dict(zip(spec.contract.params, params))))
         grid = [*torch.linspace(-8, 8, 161).tolist(), *kinks, 0.0, -0.0, 1e-30, -1e-30, 1e4, -1e4]
         x = torch.tensor(grid, dtype=dtype)

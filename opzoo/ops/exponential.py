@@ -88,13 +88,23 @@ class SELU(Elementwise):
         return _elu_fast_backward(grad, x, SELU_ALPHA, SELU_SCALE)
 
 
+def _last_smooth_x(beta: float, threshold: float) -> float:
+    """The largest float x with beta * x <= threshold: where the slope is still sigmoid(beta x), the
+    kink's declared value (threshold / beta rounds above it for 4% of the params: beta x > threshold
+    there, and the slope is already 1)."""
+    x = threshold / beta
+    while x * beta > threshold:
+        x = math.nextafter(x, -math.inf)
+    return x
+
+
 class Softplus(Elementwise):
     """Softplus: log(1 + exp(beta * x)) / beta, linear where beta * x > threshold."""
 
     opzoo_contract = Contract(
         reference=lambda x, beta, threshold: F.softplus(x, beta, threshold),
         # past the threshold the op switches to x: a (tiny) jump in value and slope
-        kinks=lambda beta, threshold: {threshold / beta: 1 / (1 + math.exp(-threshold))},
+        kinks=lambda beta, threshold: {_last_smooth_x(beta, threshold): 1 / (1 + math.exp(-threshold))},
         params={
             "beta": Param(1.0, 0.1, 10.0, "sharpness"),
             "threshold": Param(20.0, 1.0, 50.0, "beta * x above which it is linear"),
