@@ -503,6 +503,118 @@ class WrongStrides(torch.autograd.Function):
         return grad * (x >= 0)
 
 
+class TieToEveryMax(torch.autograd.Function):
+    """max over the last dimension whose backward gives the whole gradient to every tied element:
+    (1, 1) at a tie of two, which passes each coordinate's one-sided derivatives (0 and 1) but is no
+    valid generalised gradient (along (1, 1) max rises with slope 1, not 2)."""
+
+    opzoo_contract = opzoo.Contract(signature="(n)->()")
+
+    @staticmethod
+    def forward(x):
+        return x.sum(-1) - math.inf if x.shape[-1] == 0 else x.amax(-1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0], output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        return grad.unsqueeze(-1) * (x == out.unsqueeze(-1))
+
+
+class FiveAtATie(torch.autograd.Function):
+    """max(x, y) whose gradient at a tie is 5 for x: no valid subgradient (between 0 and 1)."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, y):
+        return torch.maximum(x, y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        gx = torch.where(x == y, 5.0, (x > y).to(grad.dtype))
+        gy = (y > x).to(grad.dtype)
+        return (grad * gx).sum_to_size(x.shape), (grad * gy).sum_to_size(y.shape)
+
+
+class WrongInOneInput(torch.autograd.Function):
+    """relu(x) + y**2 whose gradient in y is 3y: wrong in input 1 only, and its counterexample
+    shrinks to x = 0, where input 0 sits on a kink."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, y):
+        return torch.relu(x) + y**2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return (grad * (x >= 0)).sum_to_size(x.shape), (grad * 3 * y).sum_to_size(y.shape)
+
+
+class WrongBothInputs(torch.autograd.Function):
+    """x * y whose gradient is off by 0.01 for x and by 1 for y, everywhere: gradcheck names x
+    (input 0) first, where the largest mismatch of all is y's."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, y):
+        return x * y
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return (grad * (y + 0.01)).sum_to_size(x.shape), (grad * (x + 1)).sum_to_size(y.shape)
+
+
+class NoisyBackward(_Tanh):
+    """tanh whose backward carries 1e-6 relative noise: inside finite differences' tolerance, not
+    the same twice."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y) * (1 + 1e-6 * torch.randn_like(y))
+
+
+class FlatWhereWrong(torch.autograd.Function):
+    """sum of relu over the last dimension, whose backward gives 0.5 (not 0) below 0: wrong where
+    the forward is flat, which is not piecewise constant (so no surrogate hint)."""
+
+    opzoo_contract = opzoo.Contract(signature="(n)->()")
+
+    @staticmethod
+    def forward(x):
+        return torch.relu(x).sum(-1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad.unsqueeze(-1) * torch.where(x >= 0, 1.0, 0.5)
+
+
 WRONG = {
     "wrong_sign": (WrongSign, "gradient", "Jacobian mismatch"),
     "wrong_part": (WrongOnPartOfDomain, "gradient", "Jacobian mismatch"),
@@ -560,6 +672,13 @@ WRONG = {
     ),
     "grad_output_as_scratch": (GradOutputAsScratch, "hygiene", "backward mutated grad_output"),
     "wrong_strides": (WrongStrides, "library", "test_faketensor"),
+    # where the op is not differentiable: held to the valid generalised gradients, not excused
+    "tie_to_every_max": (TieToEveryMax, "gradient", "no valid subgradient"),
+    "five_at_a_tie": (FiveAtATie, "gradient", "no valid subgradient"),
+    "wrong_in_one_input": (WrongInOneInput, "gradient", "with respect to input 1"),
+    "wrong_both_inputs": (WrongBothInputs, "gradient", "for output 0 with respect to input 0"),
+    "noisy_backward": (NoisyBackward, "hygiene", "running backward twice gave different gradients"),
+    "flat_where_wrong": (FlatWhereWrong, "gradient", "Jacobian mismatch"),
 }
 
 
