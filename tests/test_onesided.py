@@ -25,7 +25,12 @@ CASES = {
     "a norm at 0": (lambda x: (torch.linalg.vector_norm(x),), (_t(0.0, 0.0, 0.0),), False, ["convex"]),
     "|x - y| at x = y": (lambda x, y: ((x - y).abs(),), (_t(0.3), _t(0.3)), True, ["convex"]),
     "std of a constant": (lambda x: (x.std(),), (_t(2.0, 2.0, 2.0),), False, ["convex"]),
-    "clamp at one bound": (lambda x, lo, hi: (torch.clamp(x, lo, hi),), (_t(0.0), _t(0.0), _t(1.0)), True, ["convex"]),
+    "clamp at one bound": (
+        lambda x, lo, hi: (torch.clamp(x, lo, hi),),
+        (_t(0.0), _t(0.0), _t(1.0)),
+        True,
+        ["convex"],
+    ),
     "clamp at x = lo = hi": (
         lambda x, lo, hi: (torch.clamp(x, lo, hi),),
         (_t(0.0), _t(0.0), _t(0.0)),
@@ -33,13 +38,33 @@ CASES = {
         ["mixed"],
     ),
     "the median of three equal": (lambda x: (x.median(),), (_t(0.0, 0.0, 0.0),), False, ["mixed"]),
-    "sort of three equal": (lambda x: (x.sort().values,), (_t(0.0, 0.0, 0.0),), False, ["concave", "mixed", "convex"]),
-    "top 2 of three equal": (lambda x: (x.topk(2).values,), (_t(1.0, 1.0, 1.0, 0.0),), False, ["convex", "mixed"]),
+    "sort of three equal": (
+        lambda x: (x.sort().values,),
+        (_t(0.0, 0.0, 0.0),),
+        False,
+        ["concave", "mixed", "convex"],
+    ),
+    "top 2 of three equal": (
+        lambda x: (x.topk(2).values,),
+        (_t(1.0, 1.0, 1.0, 0.0),),
+        False,
+        ["convex", "mixed"],
+    ),
     "atan2 at the origin": (lambda y, x: (torch.atan2(y, x),), (_t(0.0), _t(0.0)), True, ["jump"]),
     "xlogy at the origin": (lambda x, y: (torch.xlogy(x, y),), (_t(0.0), _t(0.0)), True, ["unbounded"]),
     "x ** 0.5 at 0": (lambda x, y: (torch.pow(x, y),), (_t(0.0), _t(0.5)), True, ["unbounded"]),
-    "the variance of one element": (lambda x: (((x - x.mean()) ** 2).sum() / 0,), (_t(1.0),), False, ["undefined"]),
-    "ReLU at, above and below 0": (lambda x: (torch.relu(x),), (_t(0.0, 1.0, -1.0),), True, ["convex", "smooth", "smooth"]),
+    "the variance of one element": (
+        lambda x: (((x - x.mean()) ** 2).sum() / 0,),
+        (_t(1.0),),
+        False,
+        ["undefined"],
+    ),
+    "ReLU at, above and below 0": (
+        lambda x: (torch.relu(x),),
+        (_t(0.0, 1.0, -1.0),),
+        True,
+        ["convex", "smooth", "smooth"],
+    ),
     "a steep smooth function": (lambda x: (1000 * x + x**3,), (_t(0.5),), True, ["smooth"]),
     "a matrix product": (lambda x, w: (x @ w,), (_t(1.0, -2.0), _t(0.5, 3.0)), False, ["smooth"]),
 }
@@ -67,7 +92,13 @@ def test_a_sort_of_ties_is_classified_row_by_row():
     x = _t(0.5, 2.0, 0.5, -1.0, 0.5, 2.0, 3.0)
     probe = Probe(lambda x: (x.sort().values,), (x,))
     assert [KINDS[k] for k in probe.kind.tolist()] == [
-        "smooth", "concave", "mixed", "convex", "concave", "convex", "smooth"
+        "smooth",
+        "concave",
+        "mixed",
+        "convex",
+        "concave",
+        "convex",
+        "smooth",
     ]
 
 

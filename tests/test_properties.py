@@ -82,21 +82,43 @@ def test_correct_ops_where_they_are_not_differentiable_pass(name):
 
 
 def _t(*values):
-    return torch.tensor(values, dtype=torch.float64) if len(values) != 1 else torch.tensor(values[0], dtype=torch.float64)
+    return (
+        torch.tensor(values, dtype=torch.float64)
+        if len(values) != 1
+        else torch.tensor(values[0], dtype=torch.float64)
+    )
 
 
 #: the points where each op of AT_KINKS is not differentiable (or not finite, or nan), whatever
 #: hypothesis draws: a tie, an origin, a threshold
 POINTS = {
     "tie_split_max": [(_t(0.0), _t(0.0)), (_t(1.0, 2.0, 2.0), _t(1.0, 0.0, 2.0)), (_t(0.5, 0.5), _t(0.5))],
-    "max_reduction": [(_t(0.0, 0.0, 0.0),), (torch.tensor([[1.0, 2.0, 2.0], [0.0, 0.0, -1.0]], dtype=torch.float64),)],
+    "max_reduction": [
+        (_t(0.0, 0.0, 0.0),),
+        (torch.tensor([[1.0, 2.0, 2.0], [0.0, 0.0, -1.0]], dtype=torch.float64),),
+    ],
     "vector_norm": [(_t(0.0, 0.0, 0.0),), (torch.tensor([[0.0, 0.0], [3.0, 4.0]], dtype=torch.float64),)],
     "abs_diff": [(_t(0.3), _t(0.3)), (_t(0.0, 1.0), _t(0.0, 2.0))],
-    "clamp_between": [(_t(0.0), _t(0.0), _t(0.0)), (_t(0.0), _t(0.0), _t(1.0)), (_t(1.0), _t(0.0), _t(1.0)),
-                      (_t(0.5, 0.0, 2.0), _t(1.0, 0.0, 2.0), _t(0.0, 0.0, 2.0))],
+    "clamp_between": [
+        (_t(0.0), _t(0.0), _t(0.0)),
+        (_t(0.0), _t(0.0), _t(1.0)),
+        (_t(1.0), _t(0.0), _t(1.0)),
+        (_t(0.5, 0.0, 2.0), _t(1.0, 0.0, 2.0), _t(0.0, 0.0, 2.0)),
+    ],
     "atan2": [(_t(0.0), _t(0.0)), (_t(0.0, 1.0), _t(0.0, 0.0)), (_t(0.0), _t(-1.0))],
-    "xlogy": [(_t(0.0), _t(0.0)), (_t(0.0), _t(2.0)), (_t(1.0), _t(0.0)), (_t(0.0, 1.0, -1.0), _t(0.0, 0.0, 2.0))],
-    "pow": [(_t(0.0), _t(0.0)), (_t(0.0), _t(0.5)), (_t(0.0), _t(-1.0)), (_t(-2.0), _t(-1.7)), (_t(0.0, 1.0), _t(0.0))],
+    "xlogy": [
+        (_t(0.0), _t(0.0)),
+        (_t(0.0), _t(2.0)),
+        (_t(1.0), _t(0.0)),
+        (_t(0.0, 1.0, -1.0), _t(0.0, 0.0, 2.0)),
+    ],
+    "pow": [
+        (_t(0.0), _t(0.0)),
+        (_t(0.0), _t(0.5)),
+        (_t(0.0), _t(-1.0)),
+        (_t(-2.0), _t(-1.7)),
+        (_t(0.0, 1.0), _t(0.0)),
+    ],
     "variance": [(_t(1.0).reshape(1),), (torch.ones(2, 1, dtype=torch.float64),), (_t(2.0, 2.0, 2.0),)],
     "triangle_spike": [(_t(-1.0, 0.0, 1.0, 0.5),), (_t(0.0),)],
     "float32_threshold": [(_t(0.1, THRESHOLD, 0.2),)],
@@ -129,7 +151,9 @@ def test_the_worst_line_agrees_with_the_headline(wrong_registry):
     """An op wrong in input 1 only, whose counterexample puts input 0 on a kink: the headline and
     the worst line both name input 1, with its own values."""
     result = check_property(wrong_registry.info("wrong_in_one_input"), "gradient", profile="ci")
-    assert result.status == "fail" and "Jacobian mismatch for output 0 with respect to input 1" in result.reason
+    assert (
+        result.status == "fail" and "Jacobian mismatch for output 0 with respect to input 1" in result.reason
+    )
     assert result.worst["input"] == 1 and result.worst["output"] == 0
     assert result.worst["analytic"] == pytest.approx(3 * result.worst["x"])
     assert "worst:     input 1, output 0" in result.report()
@@ -172,11 +196,45 @@ def test_agree_is_a_few_ulps_and_nan_poisons_nothing():
     assert not agree(one * (1 + 1e-6), one).any()
     with_nan = _t(math.nan, 1e-3, math.inf)
     assert agree(with_nan, with_nan.clone()).all()
-    assert agree(_t(math.nan, 1e-3, math.inf), _t(math.nan, 1e-3 * (1 + 1e-9), math.inf)).tolist() == [True, False, True]
+    assert agree(_t(math.nan, 1e-3, math.inf), _t(math.nan, 1e-3 * (1 + 1e-9), math.inf)).tolist() == [
+        True,
+        False,
+        True,
+    ]
     assert agree(_t(1.0), _t(math.nan)).item() is False
     for dtype in (torch.float32, torch.bfloat16):  # dtype-aware: the same relative 1e-6 passes in bfloat16
         a = one.to(dtype)
         assert agree(torch.nextafter(a, a + 1), a).all()
+
+
+def test_a_kink_declared_in_float64_is_not_excused_as_a_float32_one():
+    """The float32 rounding is looked at only where the declared point is not the op's kink: a ReLU
+    at 0.1 (float64) declaring 1 there and giving 0 still fails kinks, though at float32(0.1) it
+    gives 1; the float32 threshold passes, with a note saying where it was checked."""
+
+    class WrongAt01(torch.autograd.Function):
+        opzoo_contract = opzoo.Contract(kinks={0.1: 1.0})
+
+        @staticmethod
+        def forward(x):
+            return torch.relu(x - 0.1)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * (x > 0.1)
+
+    reg = opzoo.Registry()
+    reg.register(WrongAt01, name="wrong_at_0_1")
+    reg.register(AT_KINKS["float32_threshold"], name="float32_threshold")
+    wrong = check_property(reg.info("wrong_at_0_1"), "kinks", profile="ci")
+    assert wrong.status == "fail" and "at the kink x = 0.1 the gradient is 0" in wrong.reason
+    right = check_property(reg.info("float32_threshold"), "kinks", profile="ci")
+    assert right.status == "pass" and any("in float32 (0.10000000149011612)" in n for n in right.notes)
 
 
 def test_once_differentiable_is_a_skip_with_the_reason():

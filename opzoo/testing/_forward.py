@@ -107,7 +107,16 @@ def _jvp_is_backwards(op: Bound, xs: Tensors, note: str, *, excuse: bool = True)
                     _fail(f"a dual tensor's output came back without a tangent{at} (forward_ad.make_dual)")
                 continue
             what = f"forward_ad dual tensors differ from the backward's J v{at}"
-            _compare(t, want[j][i], scale[j][i], what, one, vs[0] if n == 1 else None, rows[j], lambda j=j: smooth(j))
+            _compare(
+                t,
+                want[j][i],
+                scale[j][i],
+                what,
+                one,
+                vs[0] if n == 1 else None,
+                rows[j],
+                lambda j=j: smooth(j),
+            )
 
 
 def _smooth(op: Bound, xs: Tensors, extras: Tensors = ()) -> Callable[[int], torch.Tensor | None]:

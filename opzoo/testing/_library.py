@@ -88,7 +88,10 @@ def _aot(op: Any, tensors: tuple[torch.Tensor, ...], args: tuple[Any, ...]) -> d
         outs = out if isinstance(out, (tuple, list)) else (out,)
         if all(bool(o.isfinite().all()) for o in outs):
             return torch.library.opcheck(
-                op.default, (*candidate, *args), test_utils=("test_aot_dispatch_dynamic",), raise_exception=False
+                op.default,
+                (*candidate, *args),
+                test_utils=("test_aot_dispatch_dynamic",),
+                raise_exception=False,
             )
     return {}
 
@@ -122,9 +125,7 @@ def _same_as_function(
                 f"in {dtype}: {len(got)} {what}s through torch.ops, {len(want)} through apply"
             )
         for i, (g, w) in enumerate(zip(got, want)):
-            same = (g is None and w is None) or (
-                g is not None and w is not None and same_bits(g, w)
-            )
+            same = (g is None and w is None) or (g is not None and w is not None and same_bits(g, w))
             if not same:
                 raise PropertyFailed(
                     f"in {dtype}: {what} {i} through torch.ops.opzoo differs from the Function's "

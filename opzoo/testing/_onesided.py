@@ -98,10 +98,12 @@ class Probe:
 
     ``diagonal``: ``fn`` is elementwise over inputs and outputs of one shape (output element e
     depends on the inputs' elements e alone), so that every element is probed at once along each
-    input; otherwise each input element is probed on its own (up to :data:`MAX_COORDINATES`).
+    input; otherwise each input element is probed on its own, if there are ``most`` at most.
     """
 
-    def __init__(self, fn: Fn, xs: Sequence[torch.Tensor], *, diagonal: bool = False) -> None:
+    def __init__(
+        self, fn: Fn, xs: Sequence[torch.Tensor], *, diagonal: bool = False, most: int = MAX_COORDINATES
+    ) -> None:
         self.fn = fn
         self.xs = tuple(x.detach() for x in xs)
         self.in_shapes = [x.shape for x in self.xs]
@@ -115,7 +117,7 @@ class Probe:
             self.elements = self.xs[0].numel()
             if any(x.numel() != self.elements for x in self.xs) or self.m % self.elements:
                 self.diagonal = False
-        self.dirs = self._directions()
+        self.dirs = self._directions(most)
         self.coordinates = self._n_coordinates
         self._measure()
 
@@ -135,7 +137,7 @@ class Probe:
     def _at(self, step: torch.Tensor) -> torch.Tensor:
         return flat(self._outputs(step))
 
-    def _directions(self) -> torch.Tensor:
+    def _directions(self, most: int) -> torch.Tensor:
         """Coordinates first (each input element, or for a diagonal op each input as a whole), then
         the all-ones direction and the random ones (a fixed generator: the same probes every run)."""
         n = self.n
@@ -147,7 +149,7 @@ class Probe:
                 d[at : at + x.numel()] = 1
                 dirs.append(d)
                 at += x.numel()
-        elif n <= MAX_COORDINATES:
+        elif n <= most:
             dirs.extend(torch.eye(n, dtype=torch.float64))
         self._n_coordinates = len(dirs)
         # a diagonal op of one input: each row is a function of one variable, which the coordinate
@@ -299,12 +301,13 @@ class Probe:
         if not len(rows):
             return None
         kind = self.kind[rows]
-        worst: Violation | None = None
         mixed = kind == MIXED
         bad = mixed & ~jac.isfinite().all(1)
         if bad.any():
             i = int(bad.nonzero()[0])
-            return Violation(int(rows[i]), self._worst_column(int(rows[i]), jac[i]), None, math.nan, math.nan, math.nan)
+            return Violation(
+                int(rows[i]), self._worst_column(int(rows[i]), jac[i]), None, math.nan, math.nan, math.nan
+            )
         judged = (kind == CONVEX) | (kind == CONCAVE)
         if not judged.any() or not self.dirs.shape[0]:
             return None
@@ -327,7 +330,7 @@ class Probe:
         if pool is excess and ones.numel() and (ones > 1).any():
             i, d = int(ones.reshape(-1).nan_to_num(math.inf).argmax()), self.coordinates
         r = int(sel[i])
-        worst = Violation(
+        return Violation(
             r,
             self._coordinate_column(r, d) if pool is coord else self._worst_column(r, jac[judged][i]),
             d if pool is not coord else None,
@@ -335,7 +338,6 @@ class Probe:
             float(down[i, d]),
             float(up[i, d]),
         )
-        return worst
 
     def _coordinate_column(self, r: int, d: int) -> int:
         return self.columns_of(r)[d] if self.diagonal else d

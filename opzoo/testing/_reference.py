@@ -72,7 +72,9 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
             want_grads = _ref_vjp(ref, op.params, x64, kept(g64))[1]
             if dtype != torch.float64:
                 par_grads = _ref_vjp(ref, op.params, lows, kept(gs))[1]
-            reached = _kinks.reached(smooth, [lambda w: vjp(lop, lows, w)[1], lambda w: _ref_vjp(ref, op.params, x64, w)[1]], gs)
+            reached = _kinks.reached(
+                smooth, [lambda w: vjp(lop, lows, w)[1], lambda w: _ref_vjp(ref, op.params, x64, w)[1]], gs
+            )
             grads, want_grads = _kinks.unjudged(grads, want_grads, reached)
             compare(grads, want_grads, par_grads)
 

@@ -121,7 +121,9 @@ def _compare(op: Bound, xs: Tensors, at: str = "") -> None:
             kept = tuple(g * k.to(g.device) for g, k in zip(gs, smooth))
             grads = vjp(op, xs, kept)[1]
             want = surrogate_vjp(op, xs, kept)
-            reach = _kinks.reached(smooth, [lambda w: vjp(op, xs, w)[1], lambda w: surrogate_vjp(op, xs, w)], gs)
+            reach = _kinks.reached(
+                smooth, [lambda w: vjp(op, xs, w)[1], lambda w: surrogate_vjp(op, xs, w)], gs
+            )
             grads, want = _kinks.unjudged([g.double() for g in grads], want, reach)
     name = name_of(xs[0].dtype)
     for i, (got, expected, x) in enumerate(zip(grads, want, xs)):
@@ -148,9 +150,14 @@ def _surrogate_kinks(op: Bound, xs: Tensors, n_outputs: int, gs: Tensors) -> Ten
     if xs[0].dtype == torch.float64:
         rows = (~probe.smooth).nonzero().reshape(-1)
         try:
-            _kinks.judge(probe, rows, jacobian_rows(_kinks.outputs_of(op), x64, rows, probe), subject="the surrogate")
+            _kinks.judge(
+                probe, rows, jacobian_rows(_kinks.outputs_of(op), x64, rows, probe), subject="the surrogate"
+            )
         except PropertyFailed as exc:
-            raise PropertyFailed(f"gradient differs from the declared surrogate where that is not differentiable: {exc}", **exc.details) from None
+            raise PropertyFailed(
+                f"gradient differs from the declared surrogate where that is not differentiable: {exc}",
+                **exc.details,
+            ) from None
         _kinks.describe(probe, op.notes, subject="the surrogate")
     return probe.mask(probe.smooth)
 
@@ -267,10 +274,13 @@ def _first_derivative_kinks(op: Bound, xs: Tensors, gs: Tensors) -> Tensors | No
     rows = (~probe.smooth).nonzero().reshape(-1)
     own = _kinks.first_derivative(lambda *ts: op.outputs(*ts), g64)
     try:
-        _kinks.judge(probe, rows, jacobian_rows(own, x64, rows, probe), order=2, subject="the surrogate's derivative")
+        _kinks.judge(
+            probe, rows, jacobian_rows(own, x64, rows, probe), order=2, subject="the surrogate's derivative"
+        )
     except PropertyFailed as exc:
         raise PropertyFailed(
-            f"second derivative differs from the declared surrogate's where that is not differentiable: {exc}",
+            f"second derivative differs from the declared surrogate's where that is not differentiable: "
+            f"{exc}",
             **exc.details,
         ) from None
     _kinks.describe(probe, op.notes, order=2, subject="the surrogate's derivative")
