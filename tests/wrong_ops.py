@@ -292,6 +292,23 @@ class Float32Backward(_Tanh):
         return (grad.float() * (1 - y.float() * y.float())).to(grad.dtype)
 
 
+class Float32BackwardClassic(torch.autograd.Function):
+    """Float32Backward in the classic form, forward(ctx, x), as most Functions in the wild are
+    written: the autograd oracle runs its forward with a recording context."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return (grad.float() * (1 - y.float() * y.float())).to(grad.dtype)
+
+
 class BranchesOnValues(_ReLUBase):
     """A right ReLU whose forward takes a shortcut when every input is positive: branching on a
     tensor's values is a graph break under torch.compile, and no op in a compiled model may have one."""
@@ -580,6 +597,11 @@ WRONG = {
     "wrong_on_0d": (WrongOn0d, "gradient", "Jacobian mismatch"),
     "wrong_above_4096": (WrongAboveFastPathSize, "gradient", "directional derivative mismatch"),
     "float32_backward": (Float32Backward, "autograd", "is part of the backward computed in a lower"),
+    "float32_backward_classic": (
+        Float32BackwardClassic,
+        "autograd",
+        "is part of the backward computed in a lower",
+    ),
     "overflowing_backward": (OverflowingBackward, "extremes", "the forward is finite but the gradient"),
     "needs_input_grad_swapped": (NeedsInputGradSwapped, "subsets", "needs_input_grad at the right index"),
     "wrong_at_undeclared_kink": (WrongValueAtUndeclaredKink, "gradient", "no valid subgradient"),
@@ -630,6 +652,7 @@ ONLY = [
     "jvp_drops_a_term",
     "jvp_wrong_on_output_1",
     "float32_backward",
+    "float32_backward_classic",
     "overflowing_backward",
     "needs_input_grad_swapped",
 ]

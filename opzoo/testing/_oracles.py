@@ -10,10 +10,12 @@ at float64 precision.
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
+from opzoo import _recording
+from opzoo.exceptions import one_line
 from opzoo.testing import _kinks
 from opzoo.testing._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp, where
 
@@ -34,10 +36,9 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
     if all(x.numel() == 0 for x in xs):
         return
     leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
-    with torch.enable_grad():
-        forward, plan = op.spec.target.forward, op.spec.arguments
-        out = op.calling(lambda *ts: forward(*plan(ts, op.params)))(*leaves)
-    outs = out if isinstance(out, tuple) else (out,)
+    outs = _forward_outputs(op, leaves)
+    if outs is None:
+        return
     if not any(isinstance(o, torch.Tensor) and o.requires_grad for o in outs):
         op.notes.append("forward is not built of differentiable torch operations: no autograd oracle")
         return
@@ -79,6 +80,37 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
             f"autograd {wv!r} (relative {relative:.2g}; float64 should agree to about 1e-9: {hint})",
             worst={"index": tuple(index), "x": x.reshape(-1)[e].item(), "analytic": gv, "autograd": wv},
         )
+
+
+def _forward_outputs(op: Bound, leaves: Tensors) -> tuple[Any, ...] | None:
+    """The outputs of the op's own ``forward``, run outside ``apply`` with grad enabled on
+    ``leaves``: called as is in the setup_context form, with a recording context in the classic
+    form, ``forward(ctx, ...)``. Forward gets clones of the leaves, so that one that writes into its
+    input (a tabnet sparsemax's ``input -= max``) is differentiated through the write. Where
+    forward raises with grad enabled only (``.numpy()`` of a tensor that requires grad), there are
+    no outputs to differentiate: a note, and None."""
+    target, plan = op.spec.target, op.spec.arguments
+    assert plan is not None
+    if _recording.classic(target):
+
+        def forward(*ts: torch.Tensor) -> Any:
+            return _recording.run(target.forward, plan(ts, op.params))[0]
+
+    else:
+
+        def forward(*ts: torch.Tensor) -> Any:
+            return target.forward(*plan(ts, op.params))
+
+    call = op.calling(forward)
+    try:
+        with torch.enable_grad():
+            out = call(*(t.clone() for t in leaves))
+    except Exception as exc:
+        with torch.no_grad():
+            call(*(t.detach().clone() for t in leaves))  # raises too: the forward's own failure
+        op.notes.append(f"forward raises with grad enabled ({one_line(exc)}): no autograd oracle")
+        return None
+    return out if isinstance(out, tuple) else (out,)
 
 
 def _forward_is_worse(
