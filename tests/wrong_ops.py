@@ -520,6 +520,23 @@ class WrongStrides(torch.autograd.Function):
         return grad * (x >= 0)
 
 
+class WrongStridesClassic(torch.autograd.Function):
+    """WrongStrides in the classic form: bridged now (its context recorded), and so caught."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        y = x.clamp(min=0)
+        return y.mT.contiguous().mT if y.dim() >= 2 else y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x >= 0)
+
+
 class CrashesOn1d(torch.autograd.Function):
     """A softmax over the last dimension that crashes on 1-D input (a batch dimension assumed, as
     one published sparsemax does)."""
@@ -628,6 +645,7 @@ WRONG = {
     ),
     "grad_output_as_scratch": (GradOutputAsScratch, "hygiene", "backward mutated grad_output"),
     "wrong_strides": (WrongStrides, "library", "test_faketensor"),
+    "wrong_strides_classic": (WrongStridesClassic, "library", "test_faketensor"),
     "crashes_on_1d": (CrashesOn1d, "accepts", "the forward raised RuntimeError: expand"),
     "zeroes_grad_output_rejects_empty": (
         ZeroesGradOutputRejectsEmpty,
@@ -648,6 +666,7 @@ ONLY = [
     "grad_output_as_scratch",
     "wrong_at_kink",
     "wrong_strides",
+    "wrong_strides_classic",
     "branches_on_values",
     "jvp_drops_a_term",
     "jvp_wrong_on_output_1",
