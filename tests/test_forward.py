@@ -330,3 +330,110 @@ def test_a_correct_multi_output_jvp_passes_forward_mode():
     result = check_property(reg.info("sincos"), "compile", profile="ci")
     assert result.status == "pass", result.report()
     assert any("defines jvp" in note for note in result.notes)
+
+
+# -- classic forward(ctx, ...) Functions ----------------------------------------------------------
+
+
+class _ClassicMatmul(torch.autograd.Function):
+    """x @ w in the classic form, with a jvp: torch.func refuses it, dual tensors do not."""
+
+    opzoo_contract = opzoo.Contract(signature="(n,k),(k,m)->(n,m)", reference=torch.matmul)
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        ctx.save_for_forward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return (grad @ w.mT).sum_to_size(x.shape), (x.mT @ grad).sum_to_size(w.shape)
+
+    @staticmethod
+    def jvp(ctx, dx, dw):
+        x, w = ctx.saved_tensors
+        return dx @ w + x @ dw  # d(x @ w) = dx @ w + x @ dw
+
+
+class ClassicJvpDropsATerm(_ClassicMatmul):
+    """A classic jvp that skips the work for a zero tangent, keeping one term: right for each
+    input's tangent alone (dual tensors give the other zeros), wrong when both inputs carry one,
+    which dual tensors must ask too where torch.func.jvp cannot."""
+
+    @staticmethod
+    def jvp(ctx, dx, dw):
+        x, w = ctx.saved_tensors
+        return dx @ w if dx.abs().sum() > 0 else x @ dw
+
+
+class ClassicSquare(torch.autograd.Function):
+    """x * x, classic, no jvp: dual tensors must raise."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x
+
+
+class ClassicWrongWhenBatched(ClassicSquare):
+    """A classic backward with a shortcut for batched grad_outputs that sums them."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad.sum() * 2 * x if _batched(grad) else grad * 2 * x
+
+
+@pytest.fixture(scope="module")
+def classic_registry():
+    reg = opzoo.Registry()
+    for cls, name in (
+        (_ClassicMatmul, "classic_matmul"),
+        (ClassicJvpDropsATerm, "classic_jvp_drops_a_term"),
+        (ClassicSquare, "classic_square"),
+        (ClassicWrongWhenBatched, "classic_wrong_when_batched"),
+    ):
+        reg.register(cls, name=name)
+    return reg
+
+
+@pytest.mark.parametrize("name", ["classic_matmul", "classic_square"])
+def test_a_classic_function_passes_forward_mode_with_a_note(classic_registry, name):
+    """A correct classic Function passes forward_mode (dual tensors give J v where it defines jvp,
+    and raise where it does not), and a note says torch.func.jvp and vmap were not checked."""
+    result = check_property(classic_registry.info(name), "forward_mode", profile="ci")
+    assert result.status == "pass", result.report()
+    assert any("torch.func.jvp and vmap refuse it" in note for note in result.notes), result.notes
+
+
+@pytest.mark.parametrize(
+    "name, phrase",
+    [
+        (
+            "classic_jvp_drops_a_term",
+            "forward_ad dual tensors differ from the backward's J v with respect to every input at once",
+        ),
+        ("classic_wrong_when_batched", "batched grad_outputs (is_grads_batched) differs from a loop"),
+    ],
+)
+def test_forward_mode_catches_a_wrong_classic_function(classic_registry, name, phrase):
+    """A classic jvp that drops a term when both inputs carry a tangent, and a classic backward
+    wrong on batched grad_outputs, fail forward_mode."""
+    result = check_property(classic_registry.info(name), "forward_mode", profile="ci")
+    assert result.status == "fail", result
+    assert phrase in result.report(), result.report()
+
+
+def test_a_classic_answer_without_jvp_fails(classic_registry):
+    """Where dual tensors answer although the classic Function defines no jvp, forward_mode fails."""
+    op = bind(classic_registry.info("classic_square"), {})
+    op.fn = lambda t, *_: t * t  # answers under dual tensors: not the Function's apply
+    with pytest.raises(AssertionError, match=r"defines no jvp \(forward_ad dual tensors\)"):
+        forward_mode(op, _x())
