@@ -188,6 +188,23 @@ class SplitsSign(torch.autograd.Function):
         return grad * positive
 
 
+class SoftmaxAlong(torch.autograd.Function):
+    """softmax along dim, classic, refusing an empty dim as entmax's sparsemax does (declared)."""
+
+    @staticmethod
+    def forward(ctx, x, dim=-1):
+        x.max(dim=dim)  # raises on an empty dim, as entmax's X.max(dim=dim, keepdim=True) does
+        y = torch.softmax(x, dim)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return y * (grad - (grad * y).sum(ctx.dim, keepdim=True)), None
+
+
 @pytest.fixture(scope="module")
 def reg():
     """A registry of the fixture ops under names private to this module (one torch namespace)."""
@@ -205,6 +222,12 @@ def reg():
         (DECLARED["cross_entropy"], "lib_classic_cross_entropy"),
         (ScaledMatMul, "lib_classic_scaled_matmul"),
         (SplitsSign, "lib_classic_splits_sign"),
+        (
+            opzoo.declare(
+                SoftmaxAlong, signature="(n)->(n)", params={"dim": opzoo.Dim()}, min_sizes={"n": 1}
+            ),
+            "lib_classic_softmax_along",
+        ),
         (MarksDirty, "lib_marks_dirty"),
         (MarksDirtyInAHelper, "lib_marks_dirty_helper"),
     ):
@@ -390,6 +413,16 @@ def test_opcheck_and_bit_for_bit_gradients_with_an_integer_target(reg):
     spec = reg.info("lib_classic_cross_entropy")
     target = torch.tensor([2, 0, 1, 2])
     check_library(bind(spec, {}, constants={1: target}), leaves((4, 3)), full=True)
+
+
+def test_a_dim_op_is_bridged_with_its_core_dim_where_dim_says(reg):
+    """The library check hands the bridged op its inputs in the op's own layout (Bound.arranged:
+    the core dim where dim says), so an op that refuses an empty core dim never gets an empty loop
+    dim there, and passes."""
+    spec = reg.info("lib_classic_softmax_along")
+    assert bind(spec, {"dim": 0}).arranged(torch.zeros(2, 3))[0].shape == (3, 2)
+    result = check_property(spec, "library", profile="ci")
+    assert result.status == "pass", result.report()
 
 
 def test_gradient_equals_the_functions_bit_for_bit():
