@@ -437,3 +437,36 @@ def test_a_classic_answer_without_jvp_fails(classic_registry):
     op.fn = lambda t, *_: t * t  # answers under dual tensors: not the Function's apply
     with pytest.raises(AssertionError, match=r"defines no jvp \(forward_ad dual tensors\)"):
         forward_mode(op, _x())
+
+
+class SpikeATan(torch.autograd.Function):
+    """snntorch 1.0.0's ATan surrogate, verbatim: its forward returns float32 for float64 input
+    (hygiene fails it for that), so its backward computes in float32."""
+
+    opzoo_contract = opzoo.Contract(
+        params={"alpha": opzoo.Param(2.0, 0.5, 5.0)},
+        surrogate=lambda x, alpha: torch.atan(torch.pi / 2 * alpha * x) / torch.pi,
+    )
+
+    @staticmethod
+    def forward(ctx, input_, alpha):
+        ctx.save_for_backward(input_)
+        ctx.alpha = alpha
+        out = (input_ > 0).float()
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input_,) = ctx.saved_tensors
+        grad_input = grad_output.clone()
+        grad = ctx.alpha / 2 / (1 + (torch.pi / 2 * ctx.alpha * input_).pow_(2)) * grad_input
+        return grad, None
+
+
+def test_a_batched_backward_in_float32_is_held_to_float32():
+    """A backward that computes in float32 (its output's dtype) is compared batched against a loop
+    within float32's rounding, not float64's: forward_mode passes what hygiene alone should fail."""
+    reg = opzoo.Registry()
+    reg.register(SpikeATan, name="spike_atan")
+    assert check_property(reg.info("spike_atan"), "forward_mode", profile="ci").status == "pass"
+    assert check_property(reg.info("spike_atan"), "hygiene", profile="ci").status == "fail"
