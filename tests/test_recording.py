@@ -92,6 +92,23 @@ class Softmax(torch.autograd.Function):
         return y * (grad - (grad * y).sum(-1, keepdim=True))
 
 
+class InPlaceSoftplus(torch.autograd.Function):
+    """log(1 + exp(x)) with the 1 added in place: right through apply, which runs forward without
+    grad; with grad, exp's saved result has been overwritten, and autograd refuses to go back."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        y = x.exp()
+        y += 1
+        return y.log()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.sigmoid(x)  # d/dx log(1 + exp(x)) = sigmoid(x)
+
+
 class NumpyForward(torch.autograd.Function):
     """A forward that goes through numpy: apply runs it without grad, autograd cannot run it."""
 
@@ -128,11 +145,13 @@ def test_the_autograd_oracle_runs_a_classic_forward(cls):
     [
         (NumpyForward, "forward raises with grad enabled (RuntimeError: Can't call numpy()"),
         (DataForward, "forward is not built of differentiable torch operations"),
+        (InPlaceSoftplus, "autograd cannot differentiate forward (RuntimeError: one of the variables"),
     ],
 )
 def test_a_classic_forward_autograd_cannot_differentiate_is_a_note(cls, note):
-    """A classic forward that autograd cannot run (numpy) or that detaches its work (.data) is no
-    failure: autograd passes with a note saying why there was no oracle."""
+    """A classic forward that autograd cannot run (numpy), that detaches its work (.data), or that
+    overwrites what autograd saved is no failure: autograd passes with a note saying why there
+    was no oracle."""
     reg = opzoo.Registry()
     reg.register(cls, name="op")
     result = check_property(reg.info("op"), "autograd", profile="ci")

@@ -44,7 +44,11 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
         return
     gs = grad_outputs(outs)
     live = [(o, g) for o, g in zip(outs, gs) if o.requires_grad]
-    want = torch.autograd.grad([o for o, _ in live], leaves, [g for _, g in live], allow_unused=True)
+    try:
+        want = torch.autograd.grad([o for o, _ in live], leaves, [g for _, g in live], allow_unused=True)
+    except RuntimeError as exc:  # forward works in place on what autograd saved (entmax's bisection)
+        op.notes.append(f"autograd cannot differentiate forward ({one_line(exc)}): no autograd oracle")
+        return
     _, got = vjp(op, xs, gs)
     for i, (x, g, w) in enumerate(zip(xs, got, want)):
         w = torch.zeros_like(x) if w is None else w
