@@ -269,10 +269,15 @@ def _plain(value: Any) -> Any:
 
 
 def _unaliased(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-    if isinstance(out, torch.Tensor) and out.numel():
-        ptr = out.untyped_storage().data_ptr()
-        if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr for t in inputs):
-            return out.clone()
+    if not isinstance(out, torch.Tensor):
+        return out
+    if not out.numel():
+        # An empty tensor has no storage to compare (an identity forward returns its empty input
+        # itself, which torch.library refuses): copying one costs nothing.
+        return out.clone()
+    ptr = out.untyped_storage().data_ptr()
+    if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr for t in inputs):
+        return out.clone()
     return out
 
 

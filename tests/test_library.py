@@ -188,6 +188,18 @@ class SplitsSign(torch.autograd.Function):
         return grad * positive
 
 
+class DoubleGrad(torch.autograd.Function):
+    """geomloss's DoubleGrad, verbatim: forward returns its input itself, backward doubles."""
+
+    @staticmethod
+    def forward(ctx, input):
+        return input
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return 2 * grad_output
+
+
 class SoftmaxAlong(torch.autograd.Function):
     """softmax along dim, classic, refusing an empty dim as entmax's sparsemax does (declared)."""
 
@@ -222,6 +234,7 @@ def reg():
         (DECLARED["cross_entropy"], "lib_classic_cross_entropy"),
         (ScaledMatMul, "lib_classic_scaled_matmul"),
         (SplitsSign, "lib_classic_splits_sign"),
+        (opzoo.declare(DoubleGrad, surrogate=lambda x: 2 * x), "lib_classic_double_grad"),
         (
             opzoo.declare(
                 SoftmaxAlong, signature="(n)->(n)", params={"dim": opzoo.Dim()}, min_sizes={"n": 1}
@@ -458,9 +471,12 @@ def test_library_property_passes(name):
     assert result.status == "pass", result.report()
 
 
-@pytest.mark.parametrize("name", ["lib_classmethod_tanh", "lib_classic_cross_entropy"])
+@pytest.mark.parametrize(
+    "name", ["lib_classmethod_tanh", "lib_classic_cross_entropy", "lib_classic_double_grad"]
+)
 def test_library_property_passes_a_classic_op(reg, name):
-    """Classic forward(ctx, ...) ops, a classmethod one and a loss with an integer target, pass
+    """Classic forward(ctx, ...) ops, a classmethod one, a loss with an integer target and one that
+    returns its input (empty ones too: torch.library refuses an output that is an input), pass
     'library' on drawn inputs (the staticmethod Square: tests/test_properties.py's correct ops)."""
     result = check_property(reg.info(name), "library", profile="ci")
     assert result.status == "pass", result.report()
