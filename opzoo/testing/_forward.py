@@ -88,10 +88,9 @@ def _classic(op: Bound, xs: Tensors) -> None:
         _jvp_raises(op, xs, func=False)
     refused = _batched_backward(op, xs, refusal_ok=True)
     unused = ", its vmap rule never used" if defines_vmap(target) else ""
-    checked = "forward_ad dual tensors" + (" and backward on batched grad_outputs" if refused is None else "")
     op.notes.append(
         "classic forward(ctx, ...): torch.func.jvp and vmap refuse it (functorch needs setup_context)"
-        f"{unused}; checked {checked} only"
+        f"{unused}; checked forward_ad dual tensors and backward on batched grad_outputs only"
     )
     if refused is not None:
         op.notes.append(f"backward refused batched grad_outputs (is_grads_batched): {refused}")
