@@ -150,13 +150,13 @@ def test_the_autograd_oracle_runs_a_classic_forward(cls):
 )
 def test_a_classic_forward_autograd_cannot_differentiate_is_a_note(cls, note):
     """A classic forward that autograd cannot run (numpy), that detaches its work (.data), or that
-    overwrites what autograd saved is no failure: autograd passes with a note saying why there
-    was no oracle."""
+    overwrites what autograd saved is no failure: autograd passes with one note saying why there
+    was no oracle, whatever the shapes in torch's error."""
     reg = opzoo.Registry()
     reg.register(cls, name="op")
     result = check_property(reg.info("op"), "autograd", profile="ci")
     assert result.status == "pass", result.report()
-    assert any(n.startswith(note) for n in result.notes), result.notes
+    assert len(result.notes) == 1 and result.notes[0].startswith(note), result.notes
 
 
 def test_a_classmethod_function_gets_the_oracles():

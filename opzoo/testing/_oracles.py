@@ -10,6 +10,7 @@ at float64 precision.
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Sequence
 
 import torch
@@ -47,7 +48,7 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
     try:
         want = torch.autograd.grad([o for o, _ in live], leaves, [g for _, g in live], allow_unused=True)
     except RuntimeError as exc:  # forward works in place on what autograd saved (entmax's bisection)
-        op.notes.append(f"autograd cannot differentiate forward ({one_line(exc)}): no autograd oracle")
+        op.notes.append(f"autograd cannot differentiate forward ({_gist(exc)}): no autograd oracle")
         return
     _, got = vjp(op, xs, gs)
     for i, (x, g, w) in enumerate(zip(xs, got, want)):
@@ -112,9 +113,20 @@ def _forward_outputs(op: Bound, leaves: Tensors) -> tuple[Any, ...] | None:
     except Exception as exc:
         with torch.no_grad():
             call(*(t.detach().clone() for t in leaves))  # raises too: the forward's own failure
-        op.notes.append(f"forward raises with grad enabled ({one_line(exc)}): no autograd oracle")
+        op.notes.append(f"forward raises with grad enabled ({_gist(exc)}): no autograd oracle")
         return None
     return out if isinstance(out, tuple) else (out,)
+
+
+def _gist(exc: BaseException) -> str:
+    """torch's error in one line, without the shapes that make it differ per example (a note is
+    shown once per distinct text) and without its debugging hint."""
+    text = one_line(exc).split(" Hint:")[0]
+    while True:
+        shorter = re.sub(r"\[[^\[\]]*\]", "[...]", text)
+        if shorter == text:
+            return text
+        text = shorter
 
 
 def _forward_is_worse(
