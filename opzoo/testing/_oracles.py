@@ -119,9 +119,9 @@ def _forward_outputs(op: Bound, leaves: Tensors) -> tuple[Any, ...] | None:
 
 
 def _gist(exc: BaseException) -> str:
-    """torch's error in one line, without the shapes that make it differ per example (a note is
-    shown once per distinct text) and without its debugging hint."""
-    text = one_line(exc).split(" Hint:")[0]
+    """torch's error in one line, without the shapes and counts that make it differ per example (a
+    note is shown once per distinct text) and without its debugging hint."""
+    text = re.sub(r"\b\d+\b", "#", one_line(exc).split(" Hint:")[0])
     while True:
         shorter = re.sub(r"\[[^\[\]]*\]", "[...]", text)
         if shorter == text:
