@@ -90,7 +90,7 @@ def _classic(op: Bound, xs: Tensors) -> None:
     unused = ", its vmap rule never used" if defines_vmap(target) else ""
     op.notes.append(
         "classic forward(ctx, ...): torch.func.jvp and vmap refuse it (functorch needs setup_context)"
-        f"{unused}; checked forward_ad dual tensors and backward on batched grad_outputs only"
+        f"{unused}: forward_ad dual tensors and backward on batched grad_outputs asked instead"
     )
     if refused is not None:
         op.notes.append(f"backward refused batched grad_outputs (is_grads_batched): {refused}")
@@ -191,9 +191,10 @@ def _rows(n: int) -> list[int]:
 def _jvp_raises(op: Bound, xs: Tensors, *, func: bool = True) -> None:
     xs = tuple(x.detach() for x in xs)
     vs = tuple(_ramp(x, i) for i, x in enumerate(xs))
-    asks: dict[str, Callable[[], Any]] = {"forward_ad dual tensors": lambda: _dual(op, xs, vs)}
+    asks: dict[str, Callable[[], Any]] = {}
     if func:
         asks["torch.func.jvp"] = lambda: torch.func.jvp(op, xs, vs)
+    asks["forward_ad dual tensors"] = lambda: _dual(op, xs, vs)
     for what, ask in asks.items():
         try:
             ask()
