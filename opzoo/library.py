@@ -34,6 +34,7 @@ import torch
 
 from opzoo import _recording
 from opzoo._arguments import TENSOR
+from opzoo._contract import _call_with
 from opzoo._registry import OpSpec, Registry
 from opzoo.exceptions import LibraryError, one_line
 
@@ -192,7 +193,8 @@ def _define(spec: OpSpec, tname: str) -> Any:
     )
 
     def fake(*args: Any, **kwargs: Any) -> Any:
-        return _fake_outputs(spec, args[:tensors])
+        given = dict(zip(defaults, args[tensors:])) | kwargs
+        return _fake_outputs(spec, args[:tensors], {k: _plain(given.get(k, v)) for k, v in defaults.items()})
 
     definition.register_fake(fake)
     # The schema takes the tensors, then the params; forward (and so setup_context and backward)
@@ -281,11 +283,16 @@ def _unaliased(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tenso
     return out
 
 
-def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor]) -> Any:
-    """Empty outputs of the shapes the signature gives for ``tensors`` (symbolic sizes welcome)."""
+def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor], params: dict[str, Any]) -> Any:
+    """Empty outputs of the shapes the signature gives for ``tensors`` at ``params`` (symbolic
+    sizes welcome): the declared output sizes computed, the core dimension where a Dim puts it."""
     sig = spec.contract.sig
     if sig.elementwise:
         return torch.empty_like(tensors[0])
+    axis = spec.contract.axis
+    at = params[axis] if axis is not None else None
+    if at is not None:  # the op's layout: its last core dimension at `at` (Bound does the same)
+        tensors = [t.movedim(at, -1) if core else t for t, core in zip(tensors, sig.inputs)]
     sizes: dict[str, Any] = {}
     loops = []
     for i, (t, core) in enumerate(zip(tensors, sig.inputs)):
@@ -304,14 +311,19 @@ def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor]) -> Any:
                 size == want,
                 lambda i=i, dim=dim: f"opzoo.{spec.name}: input {i}'s dimension {dim!r} does not match",
             )
+    for dim, fn in spec.contract.output_sizes.items():  # SymInt arithmetic, not int(): no guard
+        sizes[dim] = _call_with(fn, sizes | params)
     loop = tuple(torch.broadcast_shapes(*loops)) if loops else ()
     dtype = tensors[0].dtype
     for t in tensors[1:]:
         dtype = torch.promote_types(dtype, t.dtype)
-    outs = [
-        tensors[0].new_empty(loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core), dtype=dtype)
-        for core in sig.outputs
-    ]
+    outs = []
+    for core in sig.outputs:
+        shape = list(loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core))
+        if at is not None and core:
+            last = shape.pop()
+            shape.insert(at if at >= 0 else len(shape) + 1 + at, last)
+        outs.append(tensors[0].new_empty(shape, dtype=dtype))
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 

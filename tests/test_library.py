@@ -188,6 +188,42 @@ class SplitsSign(torch.autograd.Function):
         return grad * positive
 
 
+class LogSumExpAlong(torch.autograd.Function):
+    """logsumexp along dim, classic: a reduction whose core dim the dim param places."""
+
+    @staticmethod
+    def forward(ctx, x, dim=-1):
+        y = x.logsumexp(dim)
+        ctx.save_for_backward(x, y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        # d/dx_i logsumexp(x) = softmax(x)_i
+        return grad.unsqueeze(ctx.dim) * (x - y.unsqueeze(ctx.dim)).exp(), None
+
+
+class PairMean(torch.autograd.Function):
+    """The mean of each pair of neighbours, an odd one left alone: (n) -> (m), m = ceil(n / 2)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.length = x.shape[-1]
+        if x.shape[-1] % 2:
+            x = torch.cat([x, x[..., -1:]], dim=-1)
+        return x.unflatten(-1, (-1, 2)).mean(-1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = (grad / 2).repeat_interleave(2, dim=-1)
+        if ctx.length % 2:
+            g = g[..., :-1].clone()
+            g[..., -1] *= 2
+        return g
+
+
 class DoubleGrad(torch.autograd.Function):
     """geomloss's DoubleGrad, verbatim: forward returns its input itself, backward doubles."""
 
@@ -235,6 +271,14 @@ def reg():
         (ScaledMatMul, "lib_classic_scaled_matmul"),
         (SplitsSign, "lib_classic_splits_sign"),
         (opzoo.declare(DoubleGrad, surrogate=lambda x: 2 * x), "lib_classic_double_grad"),
+        (
+            opzoo.declare(LogSumExpAlong, signature="(n)->()", params={"dim": opzoo.Dim()}),
+            "lib_classic_lse_along",
+        ),
+        (
+            opzoo.declare(PairMean, signature="(n)->(m)", output_sizes={"m": lambda n: (n + 1) // 2}),
+            "lib_classic_pair_mean",
+        ),
         (
             opzoo.declare(
                 SoftmaxAlong, signature="(n)->(n)", params={"dim": opzoo.Dim()}, min_sizes={"n": 1}
@@ -436,6 +480,22 @@ def test_a_dim_op_is_bridged_with_its_core_dim_where_dim_says(reg):
     assert bind(spec, {"dim": 0}).arranged(torch.zeros(2, 3))[0].shape == (3, 2)
     result = check_property(spec, "library", profile="ci")
     assert result.status == "pass", result.report()
+
+
+@pytest.mark.parametrize("name", ["lib_classic_lse_along", "lib_classic_pair_mean"])
+def test_the_fake_kernel_follows_dim_and_computed_sizes(reg, name):
+    """The fake kernel puts a reduction's core dim where dim says, and computes an output size the
+    signature names from the declared output_sizes (symbolic sizes, under AOT dispatch too):
+    library passes."""
+    result = check_property(reg.info(name), "library", profile="ci")
+    assert result.status == "pass", result.report()
+    op = library.op(name, registry=reg)
+    x = torch.randn(4, 5, dtype=torch.float64)
+    want = x.logsumexp(0) if name == "lib_classic_lse_along" else PairMean.apply(x)
+    args = (x, 0) if name == "lib_classic_lse_along" else (x,)
+    assert torch.equal(op(*args), want)
+    results = torch.library.opcheck(op.default, args, raise_exception=False)
+    assert set(results.values()) == {"SUCCESS"}, results
 
 
 def test_gradient_equals_the_functions_bit_for_bit():
