@@ -292,6 +292,23 @@ class Float32Backward(_Tanh):
         return (grad.float() * (1 - y.float() * y.float())).to(grad.dtype)
 
 
+class Float32BackwardClassic(torch.autograd.Function):
+    """Float32Backward in the classic form, forward(ctx, x), as most Functions in the wild are
+    written: the autograd oracle runs its forward with a recording context."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return (grad.float() * (1 - y.float() * y.float())).to(grad.dtype)
+
+
 class BranchesOnValues(_ReLUBase):
     """A right ReLU whose forward takes a shortcut when every input is positive: branching on a
     tensor's values is a graph break under torch.compile, and no op in a compiled model may have one."""
@@ -503,6 +520,23 @@ class WrongStrides(torch.autograd.Function):
         return grad * (x >= 0)
 
 
+class WrongStridesClassic(torch.autograd.Function):
+    """WrongStrides in the classic form: bridged now (its context recorded), and so caught."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        y = x.clamp(min=0)
+        return y.mT.contiguous().mT if y.dim() >= 2 else y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x >= 0)
+
+
 class CrashesOn1d(torch.autograd.Function):
     """A softmax over the last dimension that crashes on 1-D input (a batch dimension assumed, as
     one published sparsemax does)."""
@@ -692,6 +726,11 @@ WRONG = {
     "wrong_on_0d": (WrongOn0d, "gradient", "Jacobian mismatch"),
     "wrong_above_4096": (WrongAboveFastPathSize, "gradient", "directional derivative mismatch"),
     "float32_backward": (Float32Backward, "autograd", "is part of the backward computed in a lower"),
+    "float32_backward_classic": (
+        Float32BackwardClassic,
+        "autograd",
+        "is part of the backward computed in a lower",
+    ),
     "overflowing_backward": (OverflowingBackward, "extremes", "the forward is finite but the gradient"),
     "needs_input_grad_swapped": (NeedsInputGradSwapped, "subsets", "needs_input_grad at the right index"),
     "wrong_at_undeclared_kink": (WrongValueAtUndeclaredKink, "gradient", "no valid subgradient"),
@@ -718,6 +757,7 @@ WRONG = {
     ),
     "grad_output_as_scratch": (GradOutputAsScratch, "hygiene", "backward mutated grad_output"),
     "wrong_strides": (WrongStrides, "library", "test_faketensor"),
+    "wrong_strides_classic": (WrongStridesClassic, "library", "test_faketensor"),
     "crashes_on_1d": (CrashesOn1d, "accepts", "the forward raised RuntimeError: expand"),
     "zeroes_grad_output_rejects_empty": (
         ZeroesGradOutputRejectsEmpty,
@@ -745,10 +785,12 @@ ONLY = [
     "grad_output_as_scratch",
     "wrong_at_kink",
     "wrong_strides",
+    "wrong_strides_classic",
     "branches_on_values",
     "jvp_drops_a_term",
     "jvp_wrong_on_output_1",
     "float32_backward",
+    "float32_backward_classic",
     "overflowing_backward",
     "needs_input_grad_swapped",
 ]

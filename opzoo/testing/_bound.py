@@ -89,7 +89,8 @@ class Bound:
     def arranged(self, *xs: torch.Tensor) -> Tensors:
         """Every one of the signature's inputs as the op itself takes them: the constants in their
         places, the core dimension where the Dim parameter puts it."""
-        return self.calling(lambda *ts: ts)(*xs)
+        # Not calling(): that moves a Dim op's outputs back, and a tuple of inputs would be too.
+        return _arranger(self.spec, self.params, self.constants)(xs)
 
     def outputs(self, *xs: torch.Tensor) -> Tensors:
         """The op's outputs as a tuple, checked against its signature: count and shapes."""
@@ -176,22 +177,39 @@ def _calling(
     axis = spec.contract.axis
     if not constants and axis is None:
         return fn
-    n = len(sig.inputs)
     dim = params[axis] if axis is not None else None
-    cored_in = [bool(core) for core in sig.inputs]
     cored_out = [bool(core) for core in sig.outputs]
+    arrange = _arranger(spec, params, constants)
 
     def call(*xs: torch.Tensor) -> Any:
-        full = _interleave(xs, constants, n)
+        out = fn(*arrange(xs))
         if dim is None:
-            return fn(*full)
-        moved = [t.movedim(-1, dim).contiguous() if c else t for t, c in zip(full, cored_in)]
-        out = fn(*moved)
+            return out
         if isinstance(out, tuple):
             return tuple(_back(o, dim, c) for o, c in zip(out, cored_out))
         return _back(out, dim, cored_out[0])
 
     return call
+
+
+def _arranger(
+    spec: OpSpec, params: dict[str, Any], constants: dict[int, torch.Tensor]
+) -> Callable[[Sequence[torch.Tensor]], Tensors]:
+    """How to put every input in the op's own layout: constants in their places, core dimensions
+    where a Dim parameter puts them. The contract is read here, not per call (see Bound.arity)."""
+    sig = spec.contract.sig
+    n = len(sig.inputs)
+    axis = spec.contract.axis
+    dim = params[axis] if axis is not None else None
+    cored_in = [bool(core) for core in sig.inputs]
+
+    def arrange(xs: Sequence[torch.Tensor]) -> Tensors:
+        full = _interleave(xs, constants, n)
+        if dim is None:
+            return full
+        return tuple(t.movedim(-1, dim).contiguous() if c else t for t, c in zip(full, cored_in))
+
+    return arrange
 
 
 def _back(out: Any, dim: int, cored: bool) -> Any:

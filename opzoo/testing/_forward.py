@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch.autograd import forward_ad
 
+from opzoo import _recording
+from opzoo.exceptions import one_line
 from opzoo.testing import _kinks
 from opzoo.testing._bound import PropertyFailed, Tensors, where
 
@@ -41,6 +43,9 @@ def forward_mode(op: Bound, *xs: torch.Tensor) -> None:
         _jacfwd_is_jacrev(op, xs)
         return
     target = op.spec.target
+    if _recording.classic(target):
+        _classic(op, xs)
+        return
     if defines_jvp(target):
         _jvp_is_backwards(op, xs, "")
         kinks = list(op.spec.contract.kinks_at(op.params))
@@ -69,12 +74,39 @@ def defines_vmap(target: Any) -> bool:
     return own or bool(getattr(target, "generate_vmap_rule", False))
 
 
+def _classic(op: Bound, xs: Tensors) -> None:
+    """A classic ``forward(ctx, ...)`` Function: torch.func refuses it whatever it defines (functorch
+    needs ``setup_context``), so what can be asked is: forward_ad dual tensors (``J v`` where a jvp
+    is defined, an error where none is) and backward on batched grad_outputs (``is_grads_batched``,
+    which ``torch.autograd.functional.jacobian(vectorize=True)`` uses). A note says what was not."""
+    target = op.spec.target
+    if defines_jvp(target):
+        _jvp_is_backwards(op, xs, "", func=False)
+        kinks = list(op.spec.contract.kinks_at(op.params))
+        if kinks and len(xs) == 1:  # kinks are declared for elementwise ops only
+            points = torch.tensor(kinks, dtype=xs[0].dtype, device=xs[0].device)
+            _jvp_is_backwards(op, (points,), " at the declared kinks", func=False, excuse=False)
+    else:
+        _jvp_raises(op, xs, func=False)
+    refused = _batched_backward(op, xs, refusal_ok=True)
+    unused = ", its vmap rule never used" if defines_vmap(target) else ""
+    op.notes.append(
+        "classic forward(ctx, ...): torch.func.jvp and vmap refuse it (functorch needs setup_context)"
+        f"{unused}: forward_ad dual tensors and backward on batched grad_outputs asked instead"
+    )
+    if refused is not None:
+        op.notes.append(f"backward refused batched grad_outputs (is_grads_batched): {refused}")
+
+
 # -- forward mode ---------------------------------------------------------------------------------
 
 
-def _jvp_is_backwards(op: Bound, xs: Tensors, note: str, *, excuse: bool = True) -> None:
+def _jvp_is_backwards(
+    op: Bound, xs: Tensors, note: str, *, func: bool = True, excuse: bool = True
+) -> None:
     """Each input's tangent alone (the others zero for torch.func.jvp, absent for dual tensors, so
-    that a jvp meets both), then all tangents at once (a jvp must add their terms)."""
+    that a jvp meets both), then all tangents at once (a jvp must add their terms). Without
+    ``func`` (a classic Function, which torch.func refuses), dual tensors only, all at once too."""
     xs = tuple(x.detach() for x in xs)
     n = len(xs)
     vs = tuple(_ramp(x, i) for i, x in enumerate(xs))
@@ -85,32 +117,37 @@ def _jvp_is_backwards(op: Bound, xs: Tensors, note: str, *, excuse: bool = True)
     smooth = _smooth(op, xs) if excuse else (lambda j: None)
     for i in (*range(n), None) if n > 1 else (0,):
         tangents = tuple(v if i in (None, k) else torch.zeros_like(v) for k, v in enumerate(vs))
-        primals, got = _func_jvp(op, xs, tangents)
         wrt = " with respect to every input at once" if i is None else where(i, n, "with respect to input")
-        for j in range(m):
-            at = f"{note}{where(j, m, 'for output')}{wrt}"
-            _close(primals[j], ys[j], f"torch.func.jvp's output differs from op(x){at}", one)
-            w = sum(want[j]) if i is None else want[j][i]
-            sc = sum(scale[j]) if i is None else scale[j][i]
-            what = f"torch.func.jvp differs from the backward's J v{at}"
-            _compare(got[j], w, sc, what, one, vs[0] if n == 1 else None, rows[j], lambda j=j: smooth(j))
-        if i is None:
-            continue
+        if func:
+            primals, got = _func_jvp(op, xs, tangents)
+            for j in range(m):
+                at = f"{note}{where(j, m, 'for output')}{wrt}"
+                _close(primals[j], ys[j], f"torch.func.jvp's output differs from op(x){at}", one)
+                w = sum(want[j]) if i is None else want[j][i]
+                sc = sum(scale[j]) if i is None else scale[j][i]
+                what = f"torch.func.jvp differs from the backward's J v{at}"
+                _compare(got[j], w, sc, what, one, vs[0] if n == 1 else None, rows[j], lambda j=j: smooth(j))
+            if i is None:
+                continue
         with forward_ad.dual_level():
-            duals = tuple(forward_ad.make_dual(x, v) if k == i else x for k, (x, v) in enumerate(zip(xs, vs)))
+            duals = tuple(
+                forward_ad.make_dual(x, v) if i in (None, k) else x for k, (x, v) in enumerate(zip(xs, vs))
+            )
             outs = _as_tuple(op(*duals))
             tangents_out = [forward_ad.unpack_dual(o).tangent for o in outs]
         for j, t in enumerate(tangents_out):
             at = f"{note}{where(j, m, 'for output')}{wrt}"
+            w = sum(want[j]) if i is None else want[j][i]
+            sc = sum(scale[j]) if i is None else scale[j][i]
             if t is None:  # a jvp may return None for an output that this tangent does not move
-                if (want[j][i] != 0)[rows[j]].any():
+                if (w != 0)[rows[j]].any():
                     _fail(f"a dual tensor's output came back without a tangent{at} (forward_ad.make_dual)")
                 continue
             what = f"forward_ad dual tensors differ from the backward's J v{at}"
             _compare(
                 t,
-                want[j][i],
-                scale[j][i],
+                w,
+                sc,
                 what,
                 one,
                 vs[0] if n == 1 else None,
@@ -184,13 +221,13 @@ def _rows(n: int) -> list[int]:
     return sorted({round(i * (n - 1) / (MAX_ROWS - 1)) for i in range(MAX_ROWS)})
 
 
-def _jvp_raises(op: Bound, xs: Tensors) -> None:
+def _jvp_raises(op: Bound, xs: Tensors, *, func: bool = True) -> None:
     xs = tuple(x.detach() for x in xs)
     vs = tuple(_ramp(x, i) for i, x in enumerate(xs))
-    asks: dict[str, Callable[[], Any]] = {
-        "torch.func.jvp": lambda: torch.func.jvp(op, xs, vs),
-        "forward_ad dual tensors": lambda: _dual(op, xs, vs),
-    }
+    asks: dict[str, Callable[[], Any]] = {}
+    if func:
+        asks["torch.func.jvp"] = lambda: torch.func.jvp(op, xs, vs)
+    asks["forward_ad dual tensors"] = lambda: _dual(op, xs, vs)
     for what, ask in asks.items():
         try:
             ask()
@@ -253,19 +290,9 @@ def _vmap_is_a_loop(op: Bound, xs: Tensors) -> None:
     for j in range(m):
         what = f"vmap(op) differs from a loop over the batch{where(j, m, 'for output')}"
         _close(batched[j], torch.stack([outs[j] for outs in loop]), what, one)
-
+    _batched_backward(op, xs)
     leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
     ys = op.outputs(*leaves)
-    gs = tuple(_grads(y.detach(), k) for k, y in enumerate(ys))
-    got = torch.autograd.grad(ys, leaves, gs, retain_graph=True, allow_unused=True, is_grads_batched=True)
-    singles = [_grad(ys, leaves, tuple(g[b] for g in gs)) for b in range(BATCH)]
-    for i in range(n):
-        want = torch.stack([s[i] for s in singles])
-        g = torch.zeros_like(want) if got[i] is None else got[i]
-        what = "backward with batched grad_outputs (is_grads_batched) differs from a loop"
-        what += where(i, n, "for input")
-        _close(g, want, what, one)
-
     weights = tuple(_ramp(y.detach(), k) for k, y in enumerate(ys))
 
     def total(*ts: torch.Tensor) -> torch.Tensor:
@@ -280,6 +307,35 @@ def _vmap_is_a_loop(op: Bound, xs: Tensors) -> None:
     for i in range(n):
         what = f"vmap(grad(op)) differs from a loop of gradients{where(i, n, 'for input')}"
         _close(per_sample[i], torch.stack([lg[i] for lg in loop_grads]), what, one)
+
+
+def _batched_backward(op: Bound, xs: Tensors, *, refusal_ok: bool = False) -> str | None:
+    """Backward with a batch of grad_outputs per output (``is_grads_batched``) equals a loop, for
+    every input. With ``refusal_ok``, a backward that cannot run batched at all is no failure: the
+    reason is returned (None: it ran, and agreed). A wrong answer fails either way."""
+    n = len(xs)
+    one = xs[0] if n == 1 else None
+    leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
+    ys = op.outputs(*leaves)
+    gs = tuple(_grads(y.detach(), k) for k, y in enumerate(ys))
+    try:
+        got = torch.autograd.grad(ys, leaves, gs, retain_graph=True, allow_unused=True, is_grads_batched=True)
+    except Exception as exc:
+        if not refusal_ok:
+            raise
+        return one_line(exc)
+    singles = [_grad(ys, leaves, tuple(g[b] for g in gs)) for b in range(BATCH)]
+    # Backward computes in its grad_outputs' dtype: an output in float32 (for float64 inputs) is
+    # batched and looped with float32 roundings, which float64's tolerance would count against it.
+    coarsest = max(torch.finfo(y.dtype).eps for y in ys if y.is_floating_point()) if ys else 0.0
+    factor = max(1.0, 8 * coarsest / RTOL)
+    for i in range(n):
+        want = torch.stack([s[i] for s in singles])
+        g = torch.zeros_like(want) if got[i] is None else got[i]
+        what = "backward with batched grad_outputs (is_grads_batched) differs from a loop"
+        what += where(i, n, "for input")
+        _close(g, want, what, one, factor=factor)
+    return None
 
 
 def _grad(ys: Tensors, xs: Tensors, gs: Tensors) -> Tensors:
@@ -323,9 +379,13 @@ def _close(
     what: str,
     x: torch.Tensor | None,
     smooth: Callable[[], torch.Tensor | None] | None = None,
+    *,
+    factor: float = 1.0,
 ) -> None:
+    """:func:`_compare` at the scale of ``want``'s largest element; ``factor`` widens the
+    tolerance for a computation in a coarser dtype than float64."""
     scale = max(1.0, want.abs().nan_to_num(posinf=0.0, neginf=0.0).max().item()) if want.numel() else 1.0
-    _compare(got, want, torch.full_like(want, scale), what, x, smooth=smooth)
+    _compare(got, want, torch.full_like(want, scale * factor), what, x, smooth=smooth)
 
 
 def _compare(

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Sequence
+import re
+from typing import Any, Sequence
 
 import torch
 
+from opzoo import _recording
+from opzoo.exceptions import one_line
 from opzoo.testing import _kinks, _onesided
 from opzoo.testing._bound import Bound, PropertyFailed, Tensors, agree, grad_outputs, vjp, where
 from opzoo.testing._onesided import Probe
@@ -36,10 +39,9 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
     if all(x.numel() == 0 for x in xs):
         return
     leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
-    with torch.enable_grad():
-        forward, plan = op.spec.target.forward, op.spec.arguments
-        out = op.calling(lambda *ts: forward(*plan(ts, op.params)))(*leaves)
-    outs = out if isinstance(out, tuple) else (out,)
+    outs = _forward_outputs(op, leaves)
+    if outs is None:
+        return
     if not any(isinstance(o, torch.Tensor) and o.requires_grad for o in outs):
         op.notes.append("forward is not built of differentiable torch operations: no autograd oracle")
         return
@@ -48,13 +50,20 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
 
     def both(weights: Sequence[torch.Tensor]) -> tuple[Tensors, Tensors]:
         """The backward's and autograd's gradient of sum(out_j * weights_j)."""
-        want = torch.autograd.grad(
-            [outs[j] for j in live], leaves, [weights[j] for j in live], retain_graph=True, allow_unused=True
-        )
+        try:
+            want = torch.autograd.grad(
+                [outs[j] for j in live], leaves, [weights[j] for j in live], retain_graph=True, allow_unused=True
+            )
+        except RuntimeError as exc:  # forward works in place on what autograd saved (entmax's bisection)
+            raise _Underivable(_gist(exc)) from exc
         want = tuple(torch.zeros_like(x) if w is None else w for x, w in zip(xs, want))
         return vjp(op, xs, weights)[1], want
 
-    got, want = both(gs)
+    try:
+        got, want = both(gs)
+    except _Underivable as exc:
+        op.notes.append(f"autograd cannot differentiate forward ({exc}): no autograd oracle")
+        return
     # Relative to the gradient, and absolutely to 1e-11 of the grad_outputs' scale: a gradient that is
     # itself the rest of a cancellation (gelu_tanh's 1e-9 at x = -6, from 1 + tanh(u)) carries
     # float64 rounding of its O(1) terms, whichever way it is computed.
@@ -100,6 +109,10 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
         )
 
 
+class _Underivable(Exception):
+    """autograd.grad refused the forward's graph (the gist of why)."""
+
+
 def _differ(g: torch.Tensor, w: torch.Tensor, g_scale: float) -> torch.Tensor:
     """Where the backward's ``g`` and autograd's ``w`` differ by more than float64 arithmetic in
     another order: relative to the gradient's largest finite element (a nan elsewhere widens
@@ -108,6 +121,48 @@ def _differ(g: torch.Tensor, w: torch.Tensor, g_scale: float) -> torch.Tensor:
     scale = max(finite.abs().max().item() if finite.numel() else 0.0, 1e-280)
     allowed = ORACLE_RTOL * (w.abs() + scale) + ORACLE_ATOL * g_scale
     return ~((g - w).abs() <= allowed) & (g.isfinite() | w.isfinite()) & ~(g == w)
+
+
+def _forward_outputs(op: Bound, leaves: Tensors) -> tuple[Any, ...] | None:
+    """The outputs of the op's own ``forward``, run outside ``apply`` with grad enabled on
+    ``leaves``: called as is in the setup_context form, with a recording context in the classic
+    form, ``forward(ctx, ...)``. Forward gets clones of the leaves, so that one that writes into its
+    input (a tabnet sparsemax's ``input -= max``) is differentiated through the write. Where
+    forward raises with grad enabled only (``.numpy()`` of a tensor that requires grad), there are
+    no outputs to differentiate: a note, and None."""
+    target, plan = op.spec.target, op.spec.arguments
+    assert plan is not None
+    if _recording.classic(target):
+
+        def forward(*ts: torch.Tensor) -> Any:
+            return _recording.run(target.forward, plan(ts, op.params))[0]
+
+    else:
+
+        def forward(*ts: torch.Tensor) -> Any:
+            return target.forward(*plan(ts, op.params))
+
+    call = op.calling(forward)
+    try:
+        with torch.enable_grad():
+            out = call(*(t.clone() for t in leaves))
+    except Exception as exc:
+        with torch.no_grad():
+            call(*(t.detach().clone() for t in leaves))  # raises too: the forward's own failure
+        op.notes.append(f"forward raises with grad enabled ({_gist(exc)}): no autograd oracle")
+        return None
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _gist(exc: BaseException) -> str:
+    """torch's error in one line, without the shapes and counts that make it differ per example (a
+    note is shown once per distinct text) and without its debugging hint."""
+    text = re.sub(r"\b\d+\b", "#", one_line(exc).split(" Hint:")[0])
+    while True:
+        shorter = re.sub(r"\[[^\[\]]*\]", "[...]", text)
+        if shorter == text:
+            return text
+        text = shorter
 
 
 def _forward_is_worse(
