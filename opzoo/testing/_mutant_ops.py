@@ -67,11 +67,23 @@ def hand_written_jvp(spec: OpSpec) -> str | None:
 # -- what changed -----------------------------------------------------------------------------------
 
 
-def _quiet() -> bool:
+def _quiet(*groups: Grads) -> bool:
     """Whether to leave the bookkeeping out: under torch.compile it would be traced (a graph break
-    the op does not have), and under a torch.func transform tensors cannot be compared."""
+    the op does not have), and under a torch.func transform (or the legacy vmap of a batched
+    ``autograd.grad``, whose tensors in ``groups`` say so) tensors cannot be compared."""
     active = getattr(torch._C, "_are_functorch_transforms_active", None)
-    return torch.compiler.is_compiling() or bool(active and active())
+    if torch.compiler.is_compiling() or bool(active and active()):
+        return True
+    return any(t is not None and not _plain_tensor(t) for g in groups for t in g)
+
+
+def _plain_tensor(t: Any) -> bool:
+    """Whether ``t`` holds values here and now: not batched (vmap, legacy or not), not a fake or
+    functional tensor of a trace (opcheck's aot_dispatch), whose values cannot be read."""
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        return False
+    keys = str(torch._C._dispatch_keys(t))
+    return not any(k in keys for k in ("Batched", "Functionalize", "Python"))
 
 
 def _differ(before: Grads, after: Grads) -> bool:
@@ -83,12 +95,22 @@ def _differ(before: Grads, after: Grads) -> bool:
             if bool(t.ne(0).any()):
                 return True
             continue
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return True
+        if a.shape != b.shape or a.dtype != b.dtype or a.requires_grad != b.requires_grad:
+            return True  # requires_grad: a detached gradient has the same values, not the same graph
         with torch.no_grad():
             if not bool(((a == b) | (a.isnan() & b.isnan())).all()):
                 return True
     return False
+
+
+def _pick(out: Any, positions: list[int]) -> Grads:
+    """The gradients of the differentiable inputs among what a backward returned."""
+    outs = [out] if not isinstance(out, tuple) else list(out)
+    return tuple(outs[k] if k < len(outs) else None for k in positions)
+
+
+def _as_tuple(out: Any) -> Grads:
+    return out if isinstance(out, tuple) else (out,)
 
 
 def _versions(gs: Grads) -> list[int | None]:
@@ -145,13 +167,13 @@ def _function_mutant(spec: OpSpec, m: Mutant, changed: Callable[[], None]) -> ty
     def backward(ctx: Any, *gs: Any) -> Any:
         ctx._opzoo_calls += 1
         site = _site(ctx, len(positions), cores, tuple(bool(ctx.needs_input_grad[k]) for k in positions))
-        quiet = _quiet()
-        moved = False
         given = tuple(gs)
+        quiet = _quiet(given)
+        moved = False
         if on_grad_outputs is not None:
             versions = _versions(given)
             gs = on_grad_outputs(site, given)
-            moved = not quiet and (_differ(given, gs) or versions != _versions(given))
+            moved = not quiet and versions != _versions(given)  # written into, even if written back
         out = original_backward(ctx, *gs)
         single = not isinstance(out, tuple)
         outs = [out] if single else list(out)
@@ -161,8 +183,11 @@ def _function_mutant(spec: OpSpec, m: Mutant, changed: Callable[[], None]) -> ty
             new = tuple(_add(g, e) for g, e in zip(new, on_extra(site, given)))
         if on_grads is not None:
             new = on_grads(site, new)
-        if not quiet and (moved or _differ(grads, new)):
-            changed()
+        if not quiet:
+            # changed: the gradients that come out, against the op's own for the grad_outputs given
+            before = grads if on_grad_outputs is None else _pick(original_backward(ctx, *given), positions)
+            if moved or _differ(before, new):
+                changed()
         for k, g in zip(positions, new):
             if k < len(outs):
                 outs[k] = g
@@ -185,8 +210,11 @@ def _function_mutant(spec: OpSpec, m: Mutant, changed: Callable[[], None]) -> ty
             single = not isinstance(out, tuple)
             outs = (out,) if single else tuple(out)
             result = on_out_tangents(site, outs, new) if on_out_tangents is not None else outs
-            if not _quiet() and (_differ(given, new) or _differ(outs, result)):
-                changed()
+            if not _quiet(given, outs):
+                # changed: what comes out, not what goes in (a tangent scaled where the jvp is zero)
+                before = outs if new is given else _as_tuple(original_jvp(ctx, *ts))
+                if _differ(before, result):
+                    changed()
             return result[0] if single else tuple(result)
 
         members["jvp"] = staticmethod(jvp)
@@ -329,7 +357,7 @@ def _module_mutant(spec: OpSpec, m: Mutant, changed: Callable[[], None]) -> type
             ctx._opzoo_calls += 1
             site = _site(ctx, n, cores, tuple(bool(r) for r in ctx.needs_input_grad))
             new = on_grads(site, tuple(gs)) if on_grads is not None else tuple(gs)
-            if not _quiet() and _differ(tuple(gs), new):
+            if not _quiet(tuple(gs)) and _differ(tuple(gs), new):
                 changed()
             return new if len(new) > 1 else new[0]
 
@@ -337,7 +365,7 @@ def _module_mutant(spec: OpSpec, m: Mutant, changed: Callable[[], None]) -> type
         def jvp(ctx: Any, *ts: Any) -> Any:
             site = _site(ctx, n, cores)
             new = on_tangents(site, tuple(ts)) if on_tangents is not None else tuple(ts)
-            if not _quiet() and _differ(tuple(ts), new):
+            if not _quiet(tuple(ts)) and _differ(tuple(ts), new):
                 changed()
             return new if len(new) > 1 else new[0]
 
@@ -359,7 +387,7 @@ def _module_mutant(spec: OpSpec, m: Mutant, changed: Callable[[], None]) -> type
             site = _site(ctx, n, cores)
             given = tuple(gs)
             new = given
-            quiet = _quiet()
+            quiet = _quiet(given)
             moved = False
             if on_grad_outputs is not None:
                 versions = _versions(given)
@@ -378,7 +406,7 @@ def _module_mutant(spec: OpSpec, m: Mutant, changed: Callable[[], None]) -> type
             site = _site(ctx, n, cores)
             outs, ins = tuple(ts[:outputs]), tuple(ts[outputs:])
             result = on_out_tangents(site, outs, ins) if on_out_tangents is not None else outs
-            if not _quiet() and _differ(outs, result):
+            if not _quiet(outs) and _differ(outs, result):
                 changed()
             return result if outputs > 1 else result[0]
 

@@ -80,7 +80,8 @@ class Mutant:
                inside finite differences' 1e-3 and seen by the float64 oracles only). A survivor
                none of them ran on is explained by why they did not run; one they all passed is a
                blind spot of the checks.
-    idle:      why a mutant that changed no gradient on any input the checks tried survived.
+    idle:      why a mutant that changed no gradient on any input the checks tried survived (or a
+               function of the op that says why).
     control:   a mutant that changes nothing, run to show that the wrapping alone kills nothing.
     reads_kinks: its hooks read the op's kinks (``Site.kinks``), worked out at each call.
     """
@@ -94,9 +95,13 @@ class Mutant:
     tangents: Callable[[Site, Grads], Grads] | None = None
     out_tangents: Callable[[Site, Grads, Grads], Grads] | None = None
     caught_by: tuple[str, ...] | Callable[[OpSpec], tuple[str, ...]] = ("gradient",)
-    idle: str = "it changed no gradient on any input the checks tried"
+    idle: str | Callable[[OpSpec], str] = "it changed no gradient on any input the checks tried"
     control: bool = False
     reads_kinks: bool = False
+
+    def unseen(self, spec: OpSpec) -> str:
+        """Why this mutant, having changed no gradient the checks asked for, survived on ``spec``."""
+        return self.idle(spec) if callable(self.idle) else self.idle
 
     def catchers(self, spec: OpSpec) -> tuple[str, ...]:
         """The properties able to see this mutant on ``spec``."""
@@ -172,7 +177,7 @@ def _noise(g: Any) -> Any:
 def _in_place(g: Any) -> Any:
     # grad_output as scratch space, written and written back (the values the op sees are right):
     # only where its memory allows and nobody differentiates through it, as such code does.
-    if g.requires_grad or not g.is_contiguous() or not g.dim() or min(g.stride()) == 0 or _transformed():
+    if g.requires_grad or not g.is_contiguous() or not g.dim() or min(g.stride()) == 0 or _transformed(g):
         return g
     g.mul_(2.0)
     out = g / 2
@@ -183,7 +188,7 @@ def _in_place(g: Any) -> Any:
 def _as_if_contiguous(g: Any) -> Any:
     # Reading a grad_output's memory as if it were laid out contiguously: only where that memory is
     # large enough (an expanded grad_output, stride 0, is not), so that nothing reads past it.
-    if g.is_contiguous() or _transformed():
+    if g.is_contiguous() or _transformed(g):
         return g
     needed = (g.storage_offset() + g.numel()) * g.element_size()
     if g.untyped_storage().nbytes() < needed:
@@ -195,13 +200,21 @@ def _as_if_contiguous(g: Any) -> Any:
     return g.as_strided(g.shape, tuple(reversed(strides)))
 
 
-def _transformed() -> bool:
-    """Whether a torch.func transform (vmap, grad, jvp) is running: tensors are wrapped then, and
-    in-place writes or raw memory reads are not what the mutant means."""
+def _transformed(g: Any = None) -> bool:
+    """Whether a torch.func transform (vmap, grad, jvp) is running, or ``g`` is batched by the
+    legacy vmap of ``autograd.grad(is_grads_batched=True)`` or traced: tensors are wrapped then,
+    and in-place writes, raw memory reads or a detach are not what the mutant means (nor possible)."""
     import torch
 
     active = getattr(torch._C, "_are_functorch_transforms_active", None)
-    return bool(active and active())
+    if active and active():
+        return True
+    if g is None:
+        return False
+    if type(g) not in (torch.Tensor, torch.nn.Parameter):
+        return True  # a fake or functional tensor of a trace (opcheck's aot_dispatch)
+    keys = str(torch._C._dispatch_keys(g))
+    return any(k in keys for k in ("Batched", "Functionalize", "Python"))
 
 
 def _broadcast(site: Site) -> list[float]:
@@ -370,11 +383,11 @@ def _two_outputs(spec: OpSpec) -> str | None:
     return None if len(spec.contract.sig.outputs) > 1 else "one output: there is no second grad_output"
 
 
-def _negatives(spec: OpSpec) -> str | None:
-    low = spec.contract.domain[0]
+def _no_negatives(spec: OpSpec) -> str:
+    low, high = spec.contract.domain
     if low >= 0:
-        return f"the contract's domain ({low:g}, {spec.contract.domain[1]:g}) excludes negative inputs"
-    return None
+        return f"the contract's domain ({low:g}, {high:g}) excludes negative inputs"
+    return "the op's gradient was zero wherever an input the checks tried was negative"
 
 
 def _subsets(spec: OpSpec) -> str | None:
@@ -389,11 +402,11 @@ def _lower_dtypes(spec: OpSpec) -> str | None:
     return "the op declares float64 only"
 
 
-def _large_inputs(spec: OpSpec) -> str | None:
+def _no_large_inputs(spec: OpSpec) -> str:
     low, high = spec.contract.domain
     if max(abs(low), abs(high)) <= 1e3:
         return f"the contract's domain ({low:g}, {high:g}) lies within |x| <= 1000"
-    return None
+    return "no input the checks tried was larger than 1000 in magnitude where the op's gradient is not zero"
 
 
 # -- which properties can see a mutant --------------------------------------------------------------
@@ -500,7 +513,7 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "detached",
             "the backward's result detached: the second derivative silently zero",
-            grads=_each(lambda g: g.detach()),
+            grads=_each(lambda g: g if _transformed(g) else g.detach()),
             caught_by=("double_backward",),
         ),
         Mutant(
@@ -596,11 +609,10 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "nan_when_large",
             "the gradient nan wherever |x| > 1000 (an overflow)",
-            applies=_large_inputs,
             grads=_each_with(_nan_where_large),
             tangents=_each_with(_nan_where_large),
             caught_by=_at_large_inputs,
-            idle="no input the checks tried was larger than 1000 in magnitude",
+            idle=_no_large_inputs,
         ),
         Mutant(
             "not_repeatable",
@@ -611,10 +623,9 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "wrong_on_negatives",
             "the gradient 1.5 times too large wherever x < 0",
-            applies=_negatives,
             grads=_each_with(lambda site, i, g: g * (1 + 0.5 * site.xs[i].lt(0).to(g.dtype))),
             tangents=_each_with(lambda site, i, t: t * (1 + 0.5 * site.xs[i].lt(0).to(t.dtype))),
-            idle="the op's gradient was zero wherever an input was negative",
+            idle=_no_negatives,
         ),
     )
 }
