@@ -146,7 +146,9 @@ def _kind(probe: Probe) -> str:
     return KINDS[int(probe.kind[~probe.smooth][0])]
 
 
-def _through_grad_outputs(outs: Tensors, leaves: Tensors, gs: Tensors, firsts: Sequence[torch.Tensor | None]) -> None:
+def _through_grad_outputs(
+    outs: Tensors, leaves: Tensors, gs: Tensors, firsts: Sequence[torch.Tensor | None]
+) -> None:
     """The first derivative's derivative with respect to the grad_outputs, which gradcheck of it in
     the inputs alone does not see: a gradient is linear in its grad_outputs, so for any u and v,
     <d<first(g), u>/dg, v> = <first(v), u>, exactly. A backward that detaches its result (or runs
@@ -202,7 +204,9 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
         firsts = torch.autograd.grad(outs, leaves, gs, create_graph=True, allow_unused=True)
         if once_differentiable(firsts):
             raise RuntimeError("the backward is marked once_differentiable")
-        torch.autograd.grad([g.sum() for g in firsts if g is not None], leaves, allow_unused=True, retain_graph=True)
+        torch.autograd.grad(
+            [g.sum() for g in firsts if g is not None], leaves, allow_unused=True, retain_graph=True
+        )
         _through_grad_outputs(outs, leaves, gs, firsts)
     except RuntimeError as exc:
         if declared:

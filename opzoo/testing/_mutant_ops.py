@@ -18,7 +18,6 @@ the mutant changed anything, so that a survivor that never did can be told from 
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Callable
 
 import torch
@@ -26,12 +25,11 @@ import torch
 from opzoo._arguments import PARAM, TENSOR
 from opzoo._registry import OpSpec
 from opzoo.ops._base import Op
-from opzoo.testing._bound import bind
 from opzoo.testing._forward import defines_jvp
+from opzoo.testing._mutant_facts import found_kinks
 from opzoo.testing._mutants import MUTANTS, Grads, Mutant, Site
-from opzoo.testing.strategies import KINK_MARGIN, domain_box
 
-__all__ = ["found_kinks", "hand_written_jvp", "learnable_tensors", "mutant_spec"]
+__all__ = ["mutant_spec"]
 
 
 def _nothing() -> None:
@@ -50,29 +48,22 @@ def mutant_spec(spec: OpSpec, mutant: str | Mutant, *, changed: Callable[[], Non
     return dataclasses.replace(spec, name=f"{spec.name}~{m.name}", target=target)
 
 
-def learnable_tensors(spec: OpSpec) -> int:
-    """How many learnable tensors the op holds (a Module built with its default params)."""
-    if spec.kind != "module":
-        return 0
-    return sum(1 for _ in spec.bound().parameters())
-
-
-def hand_written_jvp(spec: OpSpec) -> str | None:
-    """Why the op has no hand-written jvp to mutate, or None if it has one."""
-    if spec.kind == "module":
-        return "a learnable op's forward mode is autograd's own: no hand-written jvp to get wrong"
-    return None if defines_jvp(spec.target) else "the op defines no jvp"
-
-
 # -- what changed -----------------------------------------------------------------------------------
 
 
 def _quiet(*groups: Grads) -> bool:
     """Whether to leave the bookkeeping out: under torch.compile it would be traced (a graph break
-    the op does not have), and under a torch.func transform (or the legacy vmap of a batched
-    ``autograd.grad``, whose tensors in ``groups`` say so) tensors cannot be compared."""
-    active = getattr(torch._C, "_are_functorch_transforms_active", None)
-    if torch.compiler.is_compiling() or bool(active and active()):
+    the op does not have), and under vmap (torch.func's, or the legacy one of a batched
+    ``autograd.grad``, whose tensors in ``groups`` say so) or functionalization tensors hold no
+    values to compare. Under torch.func.jvp or grad they do, and forward mode is counted."""
+    if torch.compiler.is_compiling():
+        return True
+    from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+
+    if any(
+        str(i.key()) != "TransformType.Jvp" and str(i.key()) != "TransformType.Grad"
+        for i in retrieve_all_functorch_interpreters()
+    ):
         return True
     return any(t is not None and not _plain_tensor(t) for g in groups for t in g)
 
@@ -82,7 +73,7 @@ def _plain_tensor(t: Any) -> bool:
     functional tensor of a trace (opcheck's aot_dispatch), whose values cannot be read."""
     if type(t) not in (torch.Tensor, torch.nn.Parameter):
         return False
-    keys = str(torch._C._dispatch_keys(t))
+    keys = str(torch._C._dispatch_keys(t)).replace("FuncTorchGradWrapper", "")
     return not any(k in keys for k in ("Batched", "Functionalize", "Python"))
 
 
@@ -125,7 +116,9 @@ def _function_mutant(spec: OpSpec, m: Mutant, changed: Callable[[], None]) -> ty
     assert plan is not None
     # the differentiable tensors among the forward's arguments, in the signature's order
     order = sorted(
-        (what, k) for k, (kind, what) in enumerate(plan.slots) if kind == TENSOR and what not in plan.constants
+        (what, k)
+        for k, (kind, what) in enumerate(plan.slots)
+        if kind == TENSOR and what not in plan.constants
     )
     positions = [k for _, k in order]
     cores = tuple(len(sig.inputs[what]) for what, _ in order)
@@ -266,67 +259,6 @@ def _kinks_of(spec: OpSpec, m: Mutant) -> Callable[[dict[str, Any]], dict[float,
         return lambda values: {float(k): 1.0 for k in raw(**{**defaults, **values})}
     found = found_kinks(spec)
     return lambda values: found
-
-
-# -- kinks nobody declared ---------------------------------------------------------------------------
-
-_FOUND: dict[tuple[str, int], dict[float, float]] = {}
-#: Points of the domain's box where the derivative is looked at first; bisection finds a kink between.
-GRID = 2001
-H = 1e-6  # the one-sided step of the checks' own look at undeclared kinks
-
-
-def found_kinks(spec: OpSpec) -> dict[float, float]:
-    """The kinks of an elementwise op that declares none, found numerically: where its own
-    derivative jumps between two points of a grid over the domain, bisected down to the point,
-    where the one-sided derivatives of the forward differ while the forward is continuous. Each
-    with ``1 + |right - left|``: how far off ``at_kinks`` puts the gradient there."""
-    key = (spec.name, id(spec.target))
-    if key not in _FOUND:
-        _FOUND[key] = _find_kinks(spec) if spec.contract.sig.elementwise else {}
-    return _FOUND[key]
-
-
-def _find_kinks(spec: OpSpec) -> dict[float, float]:
-    op = bind(spec, spec.contract.defaults())
-    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
-
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return op(x)
-
-    def slope(x: torch.Tensor) -> torch.Tensor:
-        leaf = x.detach().clone().requires_grad_()
-        (g,) = torch.autograd.grad(op(leaf), (leaf, *()), torch.ones_like(leaf), allow_unused=True)
-        return torch.zeros_like(x) if g is None else g.detach()
-
-    try:
-        x = torch.linspace(lo, hi, GRID, dtype=torch.float64)
-        d = slope(x)
-        jump = (d[1:] - d[:-1]).abs() > 1e-2 * (1 + torch.maximum(d[1:].abs(), d[:-1].abs()))
-        found: dict[float, float] = {}
-        for i in jump.nonzero().reshape(-1).tolist()[:32]:
-            a, b = x[i].item(), x[i + 1].item()
-            da, db = d[i].item(), d[i + 1].item()
-            for _ in range(60):  # bisect towards the jump: the half where the derivative moves most
-                mid = (a + b) / 2
-                dm = slope(torch.tensor([mid], dtype=torch.float64)).item()
-                if abs(dm - da) >= abs(db - dm):
-                    b, db = mid, dm
-                else:
-                    a, da = mid, dm
-            point = (a + b) / 2
-            point = round(point, 9) + 0.0 if abs(point - round(point, 9)) < 1e-10 else point
-            f0, up, down = forward(torch.tensor([point, point + H, point - H], dtype=torch.float64)).tolist()
-            right, left = (up - f0) / H, (f0 - down) / H
-            if not (math.isfinite(right) and math.isfinite(left)):
-                continue
-            continuous = abs(up - down) <= 1e-3 * (1 + abs(f0))
-            if continuous and abs(right - left) > 1e-3 * (1 + max(abs(right), abs(left))):
-                found[point] = 1.0 + abs(right - left)
-        return found
-    except Exception:  # the op's own code may raise anything: then nothing is found
-        return {}
 
 
 # -- a learnable Module ---------------------------------------------------------------------------------

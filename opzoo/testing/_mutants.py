@@ -313,7 +313,7 @@ def _differentiable(spec: OpSpec) -> int:
 
 
 def _learnable(spec: OpSpec) -> int:
-    from opzoo.testing._mutant_ops import learnable_tensors
+    from opzoo.testing._mutant_facts import learnable_tensors
 
     return learnable_tensors(spec)
 
@@ -366,7 +366,7 @@ def _has_kinks(spec: OpSpec) -> str | None:
         return "not elementwise: no kink is declared or found (kinks are elementwise ops' only)"
     if spec.contract.surrogate is not None:
         return "a surrogate op: its surrogate, not a kink, says what the gradient is where the forward jumps"
-    from opzoo.testing._mutant_ops import found_kinks
+    from opzoo.testing._mutant_facts import found_kinks
 
     if found_kinks(spec):
         return None
@@ -374,7 +374,7 @@ def _has_kinks(spec: OpSpec) -> str | None:
 
 
 def _defines_jvp(spec: OpSpec) -> str | None:
-    from opzoo.testing._mutant_ops import hand_written_jvp
+    from opzoo.testing._mutant_facts import hand_written_jvp
 
     return hand_written_jvp(spec)
 
@@ -415,7 +415,11 @@ def _no_large_inputs(spec: OpSpec) -> str:
 def _tight(spec: OpSpec) -> tuple[str, ...]:
     """The checks that compare a gradient at float64 precision: autograd's derivative of the forward
     (about 1e-9), the reference (1e-7), and for a surrogate op the surrogate (1e-7)."""
-    return ("autograd", "reference", "gradient") if spec.contract.surrogate is not None else ("autograd", "reference")
+    return (
+        ("autograd", "reference", "gradient")
+        if spec.contract.surrogate is not None
+        else ("autograd", "reference")
+    )
 
 
 def _in_lower_dtypes(spec: OpSpec) -> tuple[str, ...]:
@@ -502,7 +506,7 @@ MUTANTS: dict[str, Mutant] = {
             "noise",
             "1e-6 relative noise on every gradient, different at every call (nondeterminism)",
             grads=_each(_noise),
-            caught_by=("layout", "hygiene", "autograd", "library"),
+            caught_by=("gradient", "hygiene", "layout", "autograd", "library"),
         ),
         Mutant(
             "grad_output_in_place",
@@ -595,7 +599,9 @@ MUTANTS: dict[str, Mutant] = {
             "needs_input_grad",
             "the gradient 1.5 times too large unless every input requires grad",
             applies=_subsets,
-            grads=lambda site, gs: gs if all(site.requires[: site.signature]) else _each(lambda g: g * 1.5)(site, gs),
+            grads=lambda site, gs: (
+                gs if all(site.requires[: site.signature]) else _each(lambda g: g * 1.5)(site, gs)
+            ),
             caught_by=("subsets",),
         ),
         Mutant(
@@ -608,7 +614,7 @@ MUTANTS: dict[str, Mutant] = {
         ),
         Mutant(
             "nan_when_large",
-            "the gradient nan wherever |x| > 1000 (an overflow)",
+            "the gradient nan wherever abs(x) > 1000 (an overflow)",
             grads=_each_with(_nan_where_large),
             tangents=_each_with(_nan_where_large),
             caught_by=_at_large_inputs,

@@ -243,7 +243,9 @@ def mutate(
     try:
         check_all(controls, props, devices=("cpu",), jobs=jobs, into=checked, started=started, **kw)
     finally:
-        verdicts = {(spec.name, CONTROL): _control(spec, control, checked) for spec, control in zip(specs, controls)}
+        verdicts = {
+            (spec.name, CONTROL): _control(spec, control, checked) for spec, control in zip(specs, controls)
+        }
     failing = {spec.name: verdicts[spec.name, CONTROL].prop.split(", ") for spec in specs}
     # 2. The mutants that apply, one task each; those that do not, reported.
     tasks = []
@@ -287,8 +289,12 @@ def _control(spec: OpSpec, control: OpSpec, results: list[Result]) -> Verdict:
     seconds = sum(r.seconds for r in mine)
     ran = [r.prop for r in mine if r.status == "pass"]
     if failed:
-        reason = "; ".join(f"{r.prop}: {r.reason.strip().splitlines()[0] if r.reason.strip() else 'failed'}" for r in failed)
-        return Verdict(spec.name, CONTROL, FAILED, ", ".join(r.prop for r in failed), reason, seconds, ran=ran)
+        reason = "; ".join(
+            f"{r.prop}: {r.reason.strip().splitlines()[0] if r.reason.strip() else 'failed'}" for r in failed
+        )
+        return Verdict(
+            spec.name, CONTROL, FAILED, ", ".join(r.prop for r in failed), reason, seconds, ran=ran
+        )
     return Verdict(spec.name, CONTROL, PASSED, "", "", seconds, ran=ran)
 
 

@@ -91,7 +91,9 @@ def check_all(
         # Run order: an op's first check (alone), then its slow ones, so that they do not end the
         # run on one worker while the other idles; the results keep the serial order.
         order = sorted(tasks, key=lambda t: (t[0], t[1] != props[0], not PROPERTIES[t[1]].slow))
-        _Pool(specs, jobs, grace, kw, compiles=lambda prop: PROPERTIES[prop].compiles).run(order, done, started)
+        _Pool(specs, jobs, grace, kw, compiles=lambda prop: PROPERTIES[prop].compiles).run(
+            order, done, started
+        )
     finally:
         ordered = [done[t] for t in tasks if t in done]
         if into is not None:
