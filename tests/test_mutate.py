@@ -227,3 +227,31 @@ def test_pytest_plugin_mutates(tmp_path):
     assert "survived myrelu~wrong_on_negatives: the op's gradient was zero" in out.stdout
     lenient = subprocess.run([*args, "--opzoo-min-score=0.5"], cwd=tmp_path, capture_output=True, text=True)
     assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+
+
+def test_layout_gives_the_op_a_strided_slice_as_it_is():
+    """The layout check's non-contiguous 1-d input reaches the op non-contiguous: before, its leaf
+    was a clone, which makes a strided slice contiguous again, so noncontiguous_input survived on
+    every op whose drawn inputs had no two dimensions of more than one element (isru, swish_beta)."""
+    from opzoo.testing import replay
+
+    seen = []
+
+    class Spy(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            seen.append(x.is_contiguous())
+            return x * 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    reg = opzoo.Registry()
+    reg.register(Spy, name="spy")
+    replay(reg.info("spy"), "layout", {}, torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
+    assert False in seen
