@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from opzoo import _checkpoint
+from opzoo import _files
 from opzoo.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -21,22 +21,13 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.
 
 
 def check_writable(what: str, path: str) -> None:
-    """Fail before training, not after it, when ``path`` cannot be written.
+    """Fail before training, not after it, when ``path`` cannot be written or is no regular file.
 
-    A file is created and removed beside ``path``: a read-only, full or pseudo file system
-    (``/proc``) is found before the first step.
+    A device, fifo or socket is refused (opzoo replaces only regular files); a symlink is followed
+    to the file it names; a file is created and removed beside the target, so that a read-only,
+    full or pseudo file system (``/proc``) is found before the first step.
     """
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ConfigError(f"cannot write {what} {path!r}: folder {folder!r} does not exist")
-    if os.path.isdir(path):
-        raise ConfigError(f"cannot write {what} {path!r}: it is a folder")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise ConfigError(f"cannot write {what} {path!r}: the file is read-only")
-    try:
-        _checkpoint.probe(path)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {what} {path!r}: {exc.strerror or exc}") from None
+    _files.check_destination(what, path)
 
 
 def check_compile_backend(name: str) -> None:

@@ -288,7 +288,7 @@ def _prepare(args: argparse.Namespace, names: list[str], *, outputs: bool = True
         if name in given:
             given[name] = os.path.abspath(given[name])
     if "resume" in given:
-        saved = _trainer.saved_config(given["resume"])
+        saved = _trainer.saved_config(given["resume"], given)  # less what names code
         # Where the checkpoint was first written says nothing about where this run writes:
         # it continues the file it resumed from, unless --checkpoint says otherwise.
         saved.pop("resume", None)
