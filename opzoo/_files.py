@@ -57,7 +57,9 @@ def check_destination(what: str, path: str) -> None:
     if found == "a folder":
         raise ConfigError(f"cannot write {what} {where}: it is a folder")
     if found is not None:
-        raise ConfigError(f"cannot write {what} {where}: it is {found}, and opzoo replaces only regular files")
+        raise ConfigError(
+            f"cannot write {what} {where}: it is {found}, and opzoo replaces only regular files"
+        )
     if target.exists() and not os.access(target, os.W_OK):
         raise ConfigError(f"cannot write {what} {where}: the file is read-only")
     try:

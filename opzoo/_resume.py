@@ -227,7 +227,11 @@ def optimizer_problem(
             if key == "step":
                 counted = value.item() if value.numel() == 1 else None
                 if counted != steps:
-                    shown = f"{counted:g}" if counted is not None else f"a tensor of shape {tuple(value.shape)} of"
+                    shown = (
+                        f"{counted:g}"
+                        if counted is not None
+                        else f"a tensor of shape {tuple(value.shape)} of"
+                    )
                     return f"counts {shown} steps for {name!r}, but its losses record {steps}"
             elif tuple(value.shape) != shapes[index]:
                 return f"holds {key!r} for {name!r} of shape {tuple(value.shape)}, not {shapes[index]}"

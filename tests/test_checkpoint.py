@@ -385,8 +385,10 @@ def _tampered(tmp_path, how: str) -> dict:
 @pytest.mark.parametrize(
     "how, message",
     [
-        ("an optimizer lr of 1e9", "has an optimizer state that sets lr=1000000000.0 for 'w1', where its "
-                                   "settings give 0.001"),  # fmt: skip
+        (
+            "an optimizer lr of 1e9",
+            "has an optimizer state that sets lr=1000000000.0 for 'w1', where its settings give 0.001",
+        ),  # fmt: skip
         ("no losses, trained weights", "has no losses: opzoo writes a checkpoint after a step"),
         ("fewer losses than Adam's steps", "counts 5 steps for 'w1', but its losses record 3"),
         ("an extra part", "has a part 'extra', which no opzoo checkpoint has"),

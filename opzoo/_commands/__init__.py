@@ -28,10 +28,29 @@ def registry_from(args: argparse.Namespace) -> Any:
     return args.loaded_registry
 
 
-def json_stream(args: argparse.Namespace) -> TextIO:
-    """Where a command writes its JSON: the real stdout. While a command runs with ``--json``,
-    anything else printed to stdout (a plugin printing at import) goes to stderr instead."""
-    return getattr(args, "json_stdout", None) or sys.stdout
+def json_stream(args: argparse.Namespace) -> TextIO | None:
+    """Where a command writes its JSON: the real stdout (None if it was closed). While a command
+    runs with ``--json``, anything else printed to stdout (a plugin printing at import) goes to
+    stderr instead."""
+    return args.json_stdout if hasattr(args, "json_stdout") else sys.stdout
+
+
+def print_json(args: argparse.Namespace, text: str) -> None:
+    """Print ``text``, a JSON document, on the real stdout, flushed at once: a stdout that cannot
+    take it (a full disk, a closed descriptor) is one WriteError line on stderr, exit 74, not a
+    traceback. A closed pipe (``| head``) is BrokenPipeError, which the command line takes as done."""
+    from opzoo.exceptions import WriteError
+
+    stream = json_stream(args)
+    if stream is None:
+        raise WriteError("cannot write the JSON output: stdout is closed")
+    try:
+        print(text, file=stream, flush=True)
+    except BrokenPipeError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: a stream closed by Python
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise WriteError(f"cannot write the JSON output to stdout: {why}") from None
 
 
 def quiet_rank() -> bool:

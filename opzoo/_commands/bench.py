@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from opzoo._commands import EXIT_OK, json_stream, registry_from
+from opzoo._commands import EXIT_OK, print_json, registry_from
 from opzoo.exceptions import ConfigError
 
 _SECTIONS = ("ops", "memory", "trainer", "startup")
@@ -96,15 +96,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if "startup" in sections:
         rows += _bench.bench_startup(repeat=3 if args.quick else 7)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "machine": _bench.machine(),
-                    "rows": [r.to_dict() for r in rows],
-                },
-                indent=2,
-            ),
-            file=json_stream(args),
+        print_json(
+            args, json.dumps({"machine": _bench.machine(), "rows": [r.to_dict() for r in rows]}, indent=2)
         )
         return EXIT_OK
     from opzoo._table import text_table

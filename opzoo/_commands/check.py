@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any, Sequence
 
-from opzoo._commands import EXIT_FAILED, EXIT_OK, json_stream, registry_from
+from opzoo._commands import EXIT_FAILED, EXIT_OK, print_json, registry_from
 from opzoo._records import json_safe
 from opzoo.exceptions import ConfigError
 from opzoo.testing._profiles import HELP as PROFILES_HELP
@@ -132,20 +132,12 @@ def _report(
     failed."""
     failed = [r for r in results if r.status == "fail"]
     if args.json:
-        print(
-            json.dumps(
-                json_safe(
-                    {
-                        "results": [r.to_dict() for r in results],
-                        "broken": [str(f) for f in broken],
-                        "interrupted": interrupted,
-                    }
-                ),
-                indent=2,
-                default=str,
-            ),
-            file=json_stream(args),
-        )
+        report = {
+            "results": [r.to_dict() for r in results],
+            "broken": [str(f) for f in broken],
+            "interrupted": interrupted,
+        }
+        print_json(args, json.dumps(json_safe(report), indent=2, default=str))
         return bool(failed)
     if not results:
         return False

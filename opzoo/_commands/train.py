@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from opzoo._commands import EXIT_OK, in_torchrun, json_stream, registry_from
+from opzoo._commands import EXIT_OK, in_torchrun, print_json, registry_from
 from opzoo.exceptions import ConfigError, DivergedError, OpZooError
 
 
@@ -228,7 +228,7 @@ def _train(args: argparse.Namespace, names: list[str], world: Any) -> int:
             plot_losses(args.plot, [(r.label, r.losses) for r in results], title)
     if args.json:
         out = [r.to_dict() for r in results]
-        print(json.dumps(out if many else out[0], indent=2), file=json_stream(args))
+        print_json(args, json.dumps(out if many else out[0], indent=2))
     elif many:
         from opzoo._table import text_table
 
@@ -399,6 +399,7 @@ def _parse_act_args(items: list[str]) -> dict[str, float]:
 
 def _write_metrics(path: str, results: list[Any], *, with_seed: bool = False) -> None:
     import csv
+    import io
 
     # Held-out accuracy is measured once, after the last step: it is on that step's row only.
     held_out = any(r.test_accuracy is not None for r in results)
@@ -412,14 +413,15 @@ def _write_metrics(path: str, results: list[Any], *, with_seed: bool = False) ->
         for r in results
         for t, loss in enumerate(r.losses)
     ]
-    try:
-        with open(path, "w", newline="") as f:
-            if path.endswith(".csv"):
-                w = csv.writer(f)
-                w.writerow(head)
-                w.writerows(["" if v is None else v for v in row] for row in rows)
-            else:
-                for row in rows:
-                    f.write(json.dumps(dict(zip(head, row))) + "\n")
-    except OSError as exc:
-        raise ConfigError(f"cannot write metrics {path!r}: {exc.strerror}") from None
+    # Written whole, then renamed into place: an interrupted or failed write never leaves a torn row.
+    f = io.StringIO(newline="")
+    if path.endswith(".csv"):
+        w = csv.writer(f)
+        w.writerow(head)
+        w.writerows(["" if v is None else v for v in row] for row in rows)
+    else:
+        for row in rows:
+            f.write(json.dumps(dict(zip(head, row))) + "\n")
+    from opzoo import _files
+
+    _files.write("metrics", path, f.getvalue().encode())
