@@ -114,6 +114,8 @@ class TrainConfig:
             )
         if self.compile:
             check_compile_backend(self.compile_backend)
+        elif self.compile_backend != "inductor":  # ignored, it hid a typo: `--compile-backend nosuch`
+            raise ConfigError(f"`compile_backend` {self.compile_backend!r} is taken with `compile` only")
         check_memory(self, resolve_device(self.device))
 
 

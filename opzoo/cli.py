@@ -172,10 +172,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         _error(f"opzoo: error: {_as_flags(str(exc))}")
         return getattr(exc, "exit_code", EXIT_USAGE)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C; SIGTERM or SIGHUP where opzoo raises them (Terminated)
         if not quiet_rank():  # torchrun passed Ctrl-C to every rank
-            _error("opzoo: interrupted")
-        return 130
+            by = getattr(exc, "signum_name", None)
+            _error("opzoo: interrupted" + (f" by {by}" if by else ""))
+        return 128 + getattr(exc, "signum", 2)
     except BrokenPipeError:
         # `opzoo list | head` closed the pipe; not an error of ours.
         sys.stderr.close()

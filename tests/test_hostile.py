@@ -62,33 +62,20 @@ def test_a_hung_op_fails_once_and_the_others_are_checked(env):
 def default_sigint() -> None:
     """In the child before exec: Ctrl-C as a terminal gives it. A job started in the background by
     a non-interactive shell (a CI runner may be one) inherits SIGINT ignored, and opzoo rightly
-    leaves an ignored SIGINT alone."""
+    leaves an ignored SIGINT alone. A process may also inherit SIGINT *blocked* (the signal mask
+    survives fork and exec): the signal then stays pending, the hung op runs into its 60 s limit, and
+    the run ended with exit 1 instead of 130 (seen once in CI on a loaded machine; reproduced by
+    blocking SIGINT around the test). Both are undone, so the child gets Ctrl-C as a terminal gives it."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 def interrupt_when_checking(
-    argv: list[str], env: dict[str, str], op: str, **popen
+    argv: list[str], env: dict[str, str], op: str
 ) -> tuple[subprocess.Popen, str, str]:
-    """Run ``opzoo`` with ``argv``; send SIGINT once it says on stderr that it is checking ``op``;
-    return the finished process, its stdout and stderr."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "opzoo", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **env},
-        preexec_fn=default_sigint,
-        **popen,
-    )
-    try:
-        for line in proc.stderr:
-            if line.startswith(f"checking {op}"):
-                break
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    return proc, out, err
+    """Run ``opzoo`` with ``argv`` in a session of its own; send SIGINT once it says on stderr that
+    it is checking ``op``; return the finished process, its stdout and stderr."""
+    return signal_when_checking(argv, env, op, signal.SIGINT)
 
 
 @pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
@@ -116,11 +103,95 @@ def test_ctrl_c_stops_the_worker_processes(env):
     """With workers, Ctrl-C ends the run (exit 130) and no worker outlives it: the command runs in
     a session of its own, and no process of that session is left."""
     argv = "check hang -p hygiene,layout -j 2 --profile ci --device cpu --json".split()
-    proc, out, err = interrupt_when_checking(argv, env, "hang", start_new_session=True)
+    proc, out, err = interrupt_when_checking(argv, env, "hang")
     assert proc.returncode == 130, err
     assert "opzoo: interrupted after 0 check(s)" in err
     assert json.loads(out)["interrupted"] is True
     assert _session_members(proc.pid) == []
+
+
+@pytest.mark.parametrize(
+    "signum, to", [(signal.SIGTERM, "parent"), (signal.SIGHUP, "parent"), (signal.SIGTERM, "group")]
+)
+def test_sigterm_or_sighup_stops_check_and_no_worker_outlives_it(env, signum, to):
+    """SIGTERM (as `kill` or a scheduler sends it; `timeout` sends it to the whole group) and SIGHUP
+    (a closed terminal) end `opzoo check` as Ctrl-C does: the parent stops and joins its workers,
+    reports, and exits 128 + the signal's number; no process of its session is left. Exact: the
+    signal is sent once `checking hang` is on stderr, when both workers exist and one is stuck in
+    the hung op. (Before: the parent died and left its workers asleep on the pipes for minutes.)"""
+    argv = "check hang -p hygiene,layout -j 2 --profile ci --device cpu --json".split()
+    proc, out, err = signal_when_checking(argv, env, "hang", signum, group=to == "group")
+    assert proc.returncode == 128 + signum, err
+    assert err.splitlines()[-1].startswith(f"opzoo: interrupted by {signal.Signals(signum).name} after ")
+    assert json.loads(out)["interrupted"] is True
+    assert _session_members(proc.pid) == []
+
+
+def test_workers_die_with_a_parent_killed_outright(env):
+    """SIGKILL leaves the parent no handler to run: the kernel ends each worker with it
+    (PR_SET_PDEATHSIG). Exact: the workers' pids are read and opened as pidfds before the kill,
+    and the test waits until each has ended, however long the machine takes."""
+    import select
+
+    argv = "check hang -p hygiene,layout -j 2 --profile ci --device cpu".split()
+    proc = start_check(argv, env)
+    try:
+        wait_for_line(proc, "checking hang")
+        workers = open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()
+        assert len(workers) == 2
+        pidfds = [os.pidfd_open(int(pid)) for pid in workers]
+        proc.kill()
+        proc.wait(timeout=120)
+        pending = list(pidfds)
+        while pending:  # readable once that worker has ended; no time limit is assumed
+            ready, _, _ = select.select(pending, [], [], 120)
+            assert ready, f"workers {workers} still alive two minutes after their parent was killed"
+            pending = [fd for fd in pending if fd not in ready]
+    finally:
+        proc.kill()
+        proc.communicate()
+    for fd in pidfds:
+        os.close(fd)
+    assert _session_members(proc.pid) == []
+
+
+def start_check(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """Start ``opzoo ARGV`` in a session of its own, Ctrl-C as a terminal gives it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "opzoo", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+        preexec_fn=default_sigint,
+        start_new_session=True,
+    )
+
+
+def wait_for_line(proc: subprocess.Popen, start: str) -> None:
+    """Read ``proc``'s stderr until a line starts with ``start``."""
+    for line in proc.stderr:
+        if line.startswith(start):
+            return
+    raise AssertionError(f"{proc.args} ended before printing {start!r}")
+
+
+def signal_when_checking(
+    argv: list[str], env: dict[str, str], op: str, signum: int, *, group: bool = False
+) -> tuple[subprocess.Popen, str, str]:
+    """Run ``opzoo ARGV`` in a session of its own; once it is checking ``op``, send ``signum`` to it
+    (or to its whole process group); return the finished process, its stdout and stderr."""
+    proc = start_check(argv, env)
+    try:
+        wait_for_line(proc, f"checking {op}")
+        if group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    return proc, out, err
 
 
 def _session_members(sid: int) -> list[int]:

@@ -11,6 +11,22 @@ import sys
 from typing import Any, TextIO
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: The longest wait a command takes (--timeout, --collective-timeout): a week. Longer is no limit
+#: at all, and past about 1e10 s the timers underneath overflow (every property failed with
+#: OverflowError at --timeout 1e300).
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+def check_seconds(flag: str, value: float) -> None:
+    """Refuse a time limit that is not a positive number of seconds, at most MAX_SECONDS."""
+    import math
+
+    from opzoo.exceptions import ConfigError
+
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise ConfigError(
+            f"{flag} must be a positive number of seconds, at most {MAX_SECONDS:.0f} (a week), got {value:g}"
+        )
 
 
 def registry_from(args: argparse.Namespace) -> Any:

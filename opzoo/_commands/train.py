@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from opzoo._commands import EXIT_OK, in_torchrun, print_json, registry_from
+from opzoo._commands import EXIT_OK, check_seconds, in_torchrun, print_json, registry_from
 from opzoo.exceptions import ConfigError, DivergedError, OpZooError
 
 
@@ -101,6 +101,14 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
         help="MKL's reproducible mode, one intra-op thread and deterministic kernels: bit-identical "
         "results in every process on this machine, slower on large sizes (see docs/trainer.md)",
     )
+    g.add_argument(
+        "--collective-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="under torchrun: how long a rank waits for the others in a collective before the job "
+        "fails (default 300; a stopped rank no longer holds the others for gloo's 30 minutes)",
+    )
     c = p.add_argument_group("checkpoints")
     c.add_argument(
         "--checkpoint",
@@ -132,9 +140,16 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from opzoo import _lifetime
+
+    check_seconds("--collective-timeout", args.collective_timeout)
     if not in_torchrun():  # one process: torch.distributed untouched
-        return _train(args, _names(args), None)
+        # A signal stops the run between two steps, its metrics and checkpoint written (_stopped).
+        with _lifetime.deferred():
+            return _train(args, _names(args), None)
     from opzoo import _distributed
+
+    _lifetime.die_with_parent()  # a rank ends when torchrun does, even killed with SIGKILL
 
     try:
         world = _distributed.from_env()
@@ -146,11 +161,13 @@ def run_train(args: argparse.Namespace) -> int:
         exc.reported_by_rank_0 = True  # type: ignore[attr-defined]  # every rank refuses alike
         raise
     try:
-        with _distributed.process_group(world, args.device):
+        with _distributed.process_group(world, args.device, args.collective_timeout):
             return _train(args, names, world)
     except DivergedError as exc:
         exc.reported_by_rank_0 = True  # type: ignore[attr-defined]  # the global loss: on all ranks
         raise
+    except RuntimeError as exc:
+        raise _distributed.timed_out(exc, world, args.collective_timeout) or exc
 
 
 def _names(args: argparse.Namespace) -> list[str]:
@@ -189,26 +206,13 @@ def _train(args: argparse.Namespace, names: list[str], world: Any) -> int:
         return EXIT_OK
     show = not (args.quiet or args.json)
     progress = show and sys.stdout.isatty()
-    if seeds is not None:
-        from dataclasses import replace
+    from opzoo._lifetime import Stopped
 
-        results = []
-        for seed in seeds:
-            logs = None
-            if show:
-                logs = lambda name, t, loss, s=seed: _write_line(f"{name} seed={s} {t} {loss}")  # noqa: E731
-            one = replace(config, seed=seed)
-            results += _trainer.compare(one, names, registry=registry, on_log=logs, progress=progress)
-    elif len(names) > 1:
-        log = (lambda name, t, loss: _write_line(f"{name} {t} {loss}")) if show else None
-        results = _trainer.compare(config, names, registry=registry, on_log=log, progress=progress)
-    else:
-        log1 = (lambda t, loss: _write_line(f"{t} {loss}")) if show else None
-        results = [
-            _trainer.run(
-                config, registry=registry, on_log=log1, on_warning=_warn, progress=progress, world=world
-            )
-        ]
+    results: list[Any] = []
+    try:
+        results = _run(args, config, registry, names, seeds, world, show, progress, results)
+    except Stopped as stop:
+        return _stopped(args, results + stop.results, seeds is not None, stop)
     many = len(results) > 1 or seeds is not None
 
     if args.metrics:
@@ -249,6 +253,62 @@ def _train(args: argparse.Namespace, names: list[str], world: Any) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _run(
+    args: argparse.Namespace,
+    config: Any,
+    registry: Any,
+    names: list[str],
+    seeds: list[int] | None,
+    world: Any,
+    show: bool,
+    progress: bool,
+    results: list[Any],
+) -> list[Any]:
+    """Train every run the command line asks for (each seed, each activation); ``results`` gets the
+    runs of the seeds already done, so that a signal keeps them."""
+    from opzoo import _trainer
+
+    if seeds is not None:
+        from dataclasses import replace
+
+        for seed in seeds:
+            logs = None
+            if show:
+                logs = lambda name, t, loss, s=seed: _write_line(f"{name} seed={s} {t} {loss}")  # noqa: E731
+            one = replace(config, seed=seed)
+            results += _trainer.compare(one, names, registry=registry, on_log=logs, progress=progress)
+    elif len(names) > 1:
+        log = (lambda name, t, loss: _write_line(f"{name} {t} {loss}")) if show else None
+        results = _trainer.compare(config, names, registry=registry, on_log=log, progress=progress)
+    else:
+        log1 = (lambda t, loss: _write_line(f"{t} {loss}")) if show else None
+        results = [
+            _trainer.run(
+                config, registry=registry, on_log=log1, on_warning=_warn, progress=progress, world=world
+            )
+        ]
+    return results
+
+
+def _stopped(args: argparse.Namespace, results: list[Any], with_seed: bool, stop: Any) -> int:
+    """A signal stopped the runs between two steps: write the metrics of what was trained (the
+    trainer has written the checkpoint), say so in one line, exit 128 + the signal's number."""
+    import signal
+
+    if args.metrics:
+        _write_metrics(args.metrics, results, with_seed=with_seed)
+    steps = len(results[-1].losses) if results else 0
+    line = f"opzoo: interrupted by {signal.Signals(stop.signum).name} after {steps} step(s)"
+    if args.metrics:
+        line += f"; metrics written to {args.metrics!r}"
+    checkpoint = results[-1].config.checkpoint if results else None
+    if checkpoint and results[-1].steps_run:
+        line += f"; checkpoint written to {checkpoint!r}"
+    sys.stdout.flush()
+    print(line, file=sys.stderr)
+    return stop.exit_code
 
 
 def _prepare(args: argparse.Namespace, names: list[str], *, outputs: bool = True) -> tuple[Any, Any, Any]:
@@ -356,14 +416,18 @@ def _seeds_table(results: list[Any]) -> tuple[tuple[str, ...], list[tuple[str, .
     return head, rows
 
 
+#: Runs of --seeds N: each is a whole training run, so ten thousand is already days.
+MAX_SEEDS = 10_000
+
+
 def _parse_seeds(text: str) -> list[int]:
     try:
         parts = [int(p) for p in text.split(",") if p.strip()]
     except ValueError:
         raise ConfigError(f"--seeds takes a count N or a list S,S,..., got {text!r}") from None
     if "," not in text:
-        if len(parts) != 1 or parts[0] <= 0:
-            raise ConfigError(f"--seeds N must be a positive integer, got {text!r}")
+        if len(parts) != 1 or not 0 < parts[0] <= MAX_SEEDS:  # 1e11 seeds was a MemoryError
+            raise ConfigError(f"--seeds N must be a positive integer, at most {MAX_SEEDS}, got {text!r}")
         return list(range(parts[0]))
     if not parts or len(set(parts)) != len(parts):
         raise ConfigError(f"--seeds lists each seed once, got {text!r}")
