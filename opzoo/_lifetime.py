@@ -103,30 +103,6 @@ def deferred(signals: tuple[int, ...] = STOPPING) -> Iterator[None]:
         _requested.clear()
 
 
-@contextlib.contextmanager
-def raised(signals: tuple[int, ...] = STOPPING) -> Iterator[None]:
-    """Raise each of ``signals`` as an exception while the block runs: KeyboardInterrupt for SIGINT
-    (unless Python's own handler is not in place), :class:`Terminated` for the others. Signals the
-    process ignores stay ignored."""
-    if sys.platform == "win32" or not _main_thread():
-        yield
-        return
-
-    def handle(signum: int, frame: Any) -> None:
-        raise Terminated(signum)
-
-    previous = {s: signal.getsignal(s) for s in signals if s != signal.SIGINT}
-    for s, handler in previous.items():
-        if handler is not signal.SIG_IGN:
-            signal.signal(s, handle)
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            if handler is not signal.SIG_IGN:
-                signal.signal(s, handler)
-
-
 def die_with_parent(parent: int | None = None) -> None:
     """Have the kernel SIGKILL this process when its parent ends (Linux; elsewhere nothing).
 
