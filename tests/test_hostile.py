@@ -1,4 +1,5 @@
-"""Hostile or broken plugins are contained: exit, print, slow imports (plugins/opzoo-hostile-fixtures)."""
+"""Hostile or broken plugins are contained: exit, hang, print, slow imports, changes to torch's
+global state (plugins/opzoo-hostile-fixtures; opzoo/_guard.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,84 @@ import sys
 import pytest
 from conftest import install_fixture, run_opzoo
 
+#: The fixture whose import never returns: each probe of it costs the import time limit, so it is
+#: blocked except where a test is about it.
+STUCK = "opzoo-hostile-fixtures:stuck"
+
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    return {"PYTHONPATH": install_fixture(tmp_path_factory.mktemp("hostile-site"), "opzoo-hostile-fixtures")}
+def site(tmp_path_factory):
+    return install_fixture(tmp_path_factory.mktemp("hostile-site"), "opzoo-hostile-fixtures")
+
+
+@pytest.fixture(scope="module")
+def env(site, tmp_path_factory):
+    """The hostile plugins installed, their verdicts cached in a folder of this module's."""
+    return {
+        "PYTHONPATH": site,
+        "OPZOO_BLOCK": STUCK,
+        "OPZOO_CACHE_DIR": str(tmp_path_factory.mktemp("cache")),
+    }
+
+
+def _rows(stdout: str) -> dict[str, tuple[str, str]]:
+    return {r["name"]: (r["status"], r["summary"]) for r in json.loads(stdout)}
+
+
+def test_an_import_that_ends_or_never_returns_is_shown_broken(site, tmp_path):
+    """os._exit(0) at import made `opzoo list` (and list --json, check, train, pytest --opzoo) exit 0
+    with no output; an import that never returns hung it. Each first import is now tried in a child
+    with a time limit: both are listed as broken with their reason, every other op as before.
+    (The limit is 10 s; the other plugins' imports take milliseconds here, sluggish's 1.5 s is
+    blocked, so that only the import that never returns can run into it.)"""
+    env = {"PYTHONPATH": site, "OPZOO_CACHE_DIR": str(tmp_path), "OPZOO_IMPORT_TIMEOUT": "10"}
+    out = run_opzoo("list", "--json", "--block", "sluggish", env=env)
+    assert out.returncode == 0, out.stderr
+    rows = _rows(out.stdout)
+    assert rows["exiter"] == (
+        "broken",
+        "importing it ended the process with exit status 0 (tried in a child process: os._exit? a crash?): "
+        "not imported",
+    )
+    assert rows["stuck"] == (
+        "broken",
+        "importing it did not finish within 10 s (tried in a child process): not imported",
+    )
+    assert rows["myrelu"][0] == rows["chatty"][0] == "ok"
+
+
+def test_an_op_that_ends_its_import_is_an_error_for_check_and_a_failing_test_for_pytest(env, tmp_path):
+    """Asked for by name, the op is one line (check, exit 2) or one failing test (pytest --opzoo);
+    the other op named is checked."""
+    out = run_opzoo("check", "exiter", "-p", "hygiene", "--device", "cpu", env=env)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("opzoo: error: op 'exiter' from opzoo-hostile-fixtures 0.0.1")
+    assert "importing it ended the process with exit status 0" in out.stderr and out.stderr.count("\n") == 1
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--opzoo=exiter,myrelu",
+         "--opzoo-property=hygiene", "--opzoo-profile", "ci"],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, **env},
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout[-2000:]
+    # exiter's one failing load test; myrelu's hygiene passes (on the CPU; on CUDA it passes or skips)
+    assert run.stdout.count("FAILED ") == 1 and "FAILED ::load[exiter]" in run.stdout, run.stdout[-2000:]
+    assert run.stdout.splitlines()[-1].startswith("1 failed, 1 passed")
+
+
+def test_a_hook_plugin_that_turns_grad_off_at_import_does_not_break_train(env):
+    """patching_hooks (imported whenever the registry loads) turns grad mode off at import: `opzoo
+    train` failed with a traceback. Its first import, in a child, shows the change: it is not
+    imported here, train prints the seed's loss, and `opzoo list` names the plugin and the change."""
+    out = run_opzoo("train", "--seed", "0", "--steps", "100", "--device", "cpu", env=env)
+    assert out.returncode == 0, out.stderr
+    step, loss = out.stdout.split()
+    assert step == "99" and float(loss) == pytest.approx(427.819091796875, rel=1e-5)
+    listed = json.loads(run_opzoo("list", "--json", env=env).stdout)
+    hooks = [r["summary"] for r in listed if r["name"] == "-" and "torch's global state" in r["summary"]]
+    assert hooks == [
+        "importing it changes torch's global state (grad mode turned off), which other ops' results "
+        "depend on: not loaded"
+    ]
 
 
 def test_a_plugin_calling_sys_exit_is_that_plugins_failure(env):
@@ -258,3 +333,52 @@ def test_a_stop_dropped_in_a_gc_callback_is_raised_again(trigger, block, expecte
     )
     assert out.stdout.splitlines() == [f"dropped ['{expected}']", "stopped"], out.stderr
     assert "Exception ignored" in out.stderr
+
+
+_STATE_SCRIPT = """
+import json, torch
+from opzoo._loading import installed, load
+from opzoo.testing import check_property
+
+HOSTILE = ("gradoff", "mulpatch", "relupatch", "patching_hooks")
+out = {}
+for how in ("probed", "in-process"):
+    if how == "probed":  # installed entry points: each first import tried in a child
+        reg = load(block=["stuck", "exiter", "sluggish"])
+    else:  # made-up entry points are not probed: imported here, watched
+        reg = load(declared=[d for d in installed() if d.name in HOSTILE + ("myrelu",)])
+    reg.load_all()
+    out[how] = {
+        "refused": sorted(f.reason for f in reg.failures() if "torch's global state" in f.reason),
+        "myrelu": [check_property(reg.info("myrelu"), p, profile="ci", examples=5, device="cpu").status
+                   for p in ("gradient", "reference", "hygiene", "double_backward")],
+        "state": [torch.is_grad_enabled(), str(torch.get_default_dtype()), (torch.ones(1) * 2).item(),
+                  torch.relu(torch.tensor([-1.0])).item()],
+    }
+print(json.dumps(out))
+"""
+
+
+def test_a_plugin_changing_torchs_global_state_is_named_undone_and_kept_from_others(env):
+    """Grad mode off, float64 as default dtype, torch.relu and torch.Tensor.__mul__ replaced at
+    import: myrelu then failed 9-11 of its 11 properties. Each is now found, in the child that tries
+    the first import or around the import here; named; undone; its op not loaded; and myrelu's
+    checks pass after loading everything, in a process whose torch is as it was."""
+    out = subprocess.run(
+        [sys.executable, "-c", _STATE_SCRIPT], capture_output=True, text=True, env={**os.environ, **env}
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.splitlines()[-1])
+    changes = [
+        "grad mode turned off",
+        "torch.Tensor.__mul__ replaced",
+        "default dtype set to torch.float64, torch.relu replaced",
+        "grad mode turned off",
+    ]
+    for how, then in (("probed", "not loaded"), ("in-process", "undone, and not loaded")):
+        assert got[how]["refused"] == sorted(
+            f"importing it changes torch's global state ({c}), which other ops' results depend on: {then}"
+            for c in changes
+        )
+        assert got[how]["myrelu"] == ["pass"] * 4
+        assert got[how]["state"] == [True, "torch.float32", 2.0, 0.0]
