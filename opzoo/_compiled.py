@@ -7,8 +7,7 @@ from typing import Callable, Mapping
 import torch
 
 from opzoo._network import Network
-from opzoo._records import one_line
-from opzoo.exceptions import CompileError
+from opzoo.exceptions import CompileError, one_line
 
 
 def compiled_step(

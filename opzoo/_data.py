@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 import torch
 
-from opzoo._records import PLUGIN_ERRORS, one_line
-from opzoo.exceptions import ConfigError
+from opzoo._records import PLUGIN_ERRORS
+from opzoo.exceptions import ConfigError, one_line
 
 #: The split of digits into train and test is fixed, whatever --seed: every run sees the same test set.
 SPLIT_SEED = 0
@@ -55,7 +55,7 @@ def digits() -> Dataset:
         import sklearn  # noqa: F401  (first: a blocked parent must fail even if a submodule is loaded)
         from sklearn.datasets import load_digits
     except ImportError:
-        raise ConfigError("--data digits needs scikit-learn: pip install 'opzoo[data]'") from None
+        raise ConfigError("data 'digits' needs scikit-learn: pip install 'opzoo[data]'") from None
     bunch = load_digits()  # read from the installed package: no download
     x = torch.as_tensor(bunch.data, dtype=torch.float64)
     labels = torch.as_tensor(bunch.target, dtype=torch.int64)

@@ -84,7 +84,7 @@ def rank_device(world: World, requested: str | None) -> str:
         return requested
     if index:
         raise ConfigError(
-            f"under torchrun each rank takes the GPU cuda:LOCAL_RANK; give --device cuda, not {requested!r}"
+            f"under torchrun each rank takes the GPU cuda:LOCAL_RANK; give device 'cuda', not {requested!r}"
         )
     return f"cuda:{world.local_rank}"
 

@@ -50,7 +50,7 @@ def check_exportable(name: str, act_args: Any, registry: Registry | None) -> Non
     if isinstance(act, Activation) and act.inner is None:
         why = library.why_not(act.spec)
         if why is not None:
-            raise ConfigError(f"--export: {why}")
+            raise ConfigError(f"cannot export: {why}")
 
 
 def export_network(result: TrainResult, path: str, *, registry: Registry | None = None) -> Any:

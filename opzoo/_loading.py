@@ -18,9 +18,9 @@ import pluggy
 
 from opzoo import hookspecs
 from opzoo._guard import Guard, guarded_call
-from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist, one_line
+from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist
 from opzoo._registry import Registry, import_path
-from opzoo.exceptions import PluginError
+from opzoo.exceptions import PluginError, one_line
 
 OPS_GROUP = "opzoo.ops"
 HOOKS_GROUP = "opzoo"

@@ -17,7 +17,7 @@ def _pyplot() -> Any:
         matplotlib.use("Agg")  # files only; never needs a display
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ConfigError("--plot needs matplotlib: pip install 'opzoo[train]'") from None
+        raise ConfigError("plot needs matplotlib: pip install 'opzoo[train]'") from None
     return plt
 
 

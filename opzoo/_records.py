@@ -1,7 +1,7 @@
 """Plain records at the bottom of the package: where an op came from, and what failed to load.
 
-Everything else may import this module; it imports only :mod:`opzoo.exceptions` (which imports
-nothing of opzoo's at run time), so no import circle can pass through it.
+Everything else may import this module; it imports nothing of opzoo's, so no import circle can
+pass through it.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ import math
 import re
 from dataclasses import dataclass
 from typing import Any
-
-from opzoo.exceptions import OpZooError
 
 LOCAL = "local"  # the qualifier of ops registered in-process
 
@@ -25,21 +23,6 @@ SLOW_IMPORT = 1.0
 def canonical_dist(name: str) -> str:
     """Return a distribution name normalised as packaging does (PEP 503)."""
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def one_line(exc: BaseException, *, with_type: bool | None = None, lines: int = 1) -> str:
-    """Return the first line of ``exc``'s message (the first ``lines`` non-blank ones, joined),
-    prefixed by its type name.
-
-    opzoo's own errors are written to be read as they are, so they get no prefix unless asked for.
-    """
-    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    detail = " ".join(text[:lines])
-    if with_type is None:
-        with_type = not isinstance(exc, OpZooError)
-    if not with_type:
-        return detail or type(exc).__name__
-    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 @dataclass(frozen=True)

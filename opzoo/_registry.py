@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from opzoo._contract import Contract, contract_of, summary_of, validate
-from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist, one_line
+from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist
 from opzoo.exceptions import (
     ContractError,
     DuplicateOpError,
     OpNotFoundError,
     OpZooError,
     PluginError,
+    one_line,
 )
 
 __all__ = ["Failure", "OpSpec", "Registry", "Source", "canonical_dist", "import_path", "make_spec"]

@@ -16,6 +16,9 @@ matches its meaning, so callers can catch either::
     ├── DivergedError        (ArithmeticError) training produced a non-finite loss
     ├── CompileError         (RuntimeError)   torch.compile failed on a valid setting
     └── LibraryError         (TypeError)      an op cannot be bridged to torch.library
+
+and :func:`one_line`, how any exception is worded in one line of a report. This module is at the
+bottom of the package: it imports nothing of opzoo's at run time.
 """
 
 from __future__ import annotations
@@ -110,3 +113,18 @@ class CompileError(OpZooError, RuntimeError):
 
 class LibraryError(OpZooError, TypeError):
     """An op cannot be bridged to ``torch.library`` (opzoo.library): its form, or a name taken."""
+
+
+def one_line(exc: BaseException, *, with_type: bool | None = None, lines: int = 1) -> str:
+    """Return the first line of ``exc``'s message (the first ``lines`` non-blank ones, joined),
+    prefixed by its type name.
+
+    opzoo's own errors are written to be read as they are, so they get no prefix unless asked for.
+    """
+    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    detail = " ".join(text[:lines])
+    if with_type is None:
+        with_type = not isinstance(exc, OpZooError)
+    if not with_type:
+        return detail or type(exc).__name__
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__

@@ -31,9 +31,8 @@ from typing import Any, Sequence
 
 import torch
 
-from opzoo._records import one_line
 from opzoo._registry import OpSpec, Registry
-from opzoo.exceptions import LibraryError
+from opzoo.exceptions import LibraryError, one_line
 
 __all__ = ["NAMESPACE", "load", "op", "schema", "torch_name", "why_not"]
 

@@ -122,7 +122,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     from opzoo._commands import check_seconds
     from opzoo._loading import load
     from opzoo.exceptions import ConfigError, OpNotFoundError, OpZooError
-    from opzoo.testing._runner import DEVICES, parse_properties, result_id
+    from opzoo.testing._runner import DEVICES, result_id
+    from opzoo.testing.properties import parse_properties
 
     reg = config.stash[REGISTRY] = load()
     if wanted == "*":

@@ -10,33 +10,71 @@ from pathlib import Path
 
 import pytest
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parent.parent
 
-# The built-in ops, by kind, and the ops of the example plugins under plugins/ (which the README's
-# set-up installs). Named here, not read from the registry, so that collecting a test module never
-# depends on what is installed.
-FUNCTIONS = [
-    "myrelu",
-    "leaky_relu",
-    "elu",
-    "selu",
-    "softplus",
-    "silu",
-    "mish",
-    "gelu",
-    "gelu_tanh",
-    "hardtanh",
-    "hardsigmoid",
-    "hardswish",
-    "softsign",
-    "legendre_p3",
-]
+# The ops the suite checks, by kind, derived rather than listed, so that a new op is tested without
+# touching this file: the built-ins from opzoo's own pyproject.toml (the entry points it installs),
+# the example plugins' ops from the registry (the README's set-up installs plugins/*, except those
+# marked .test-only, which tests install themselves).
+
+
+def _classify(entry_points: dict[str, str]) -> dict[str, list[str]]:
+    """Each op's name under its kind: function (elementwise), general (another signature),
+    learnable (an nn.Module) or surrogate (a declared surrogate gradient)."""
+    import torch
+
+    from opzoo._contract import contract_of
+    from opzoo._registry import import_path
+
+    kinds: dict[str, list[str]] = {"function": [], "general": [], "learnable": [], "surrogate": []}
+    for name, path in entry_points.items():
+        target = import_path(path)
+        contract = contract_of(target)
+        if issubclass(target, torch.nn.Module):
+            kind = "learnable"
+        elif contract.surrogate is not None:
+            kind = "surrogate"
+        else:
+            kind = "function" if contract.sig.elementwise else "general"
+        kinds[kind].append(name)
+    return kinds
+
+
+def example_dists() -> dict[str, Path]:
+    """The example plugin distributions the set-up installs: name -> source folder."""
+    found = {}
+    for folder in sorted((ROOT / "plugins").iterdir()):
+        if (folder / "pyproject.toml").is_file() and not (folder / ".test-only").exists():
+            found[tomllib.loads((folder / "pyproject.toml").read_text())["project"]["name"]] = folder
+    return found
+
+
+BUILTIN_ENTRY_POINTS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+    "entry-points"
+]["opzoo.ops"]
+_KINDS = _classify(BUILTIN_ENTRY_POINTS)
+FUNCTIONS = _KINDS["function"]
 # Beyond elementwise: n-ary ops and reductions, each with a gufunc signature.
-GENERAL = ["linear", "sse", "softmax", "logsumexp", "layer_norm"]
-LEARNABLE = ["prelu", "swish_beta"]
+GENERAL = _KINDS["general"]
+LEARNABLE = _KINDS["learnable"]
 # Surrogate-gradient ops: a backward that is deliberately not the derivative (docs/surrogates.md).
-SURROGATE = ["ste_round", "ste_sign", "heaviside", "grad_reverse"]
-EXAMPLE_OPS = ["bentid", "isru", "logcosh"]
+SURROGATE = _KINDS["surrogate"]
+
+
+def _example_ops() -> list[str]:
+    import opzoo
+
+    dists = set(example_dists())
+    reg = opzoo.load()
+    return [name for name in reg.names() if any(s.dist in dists for s in reg.sources(name))]
+
+
+EXAMPLE_OPS = _example_ops()
 
 
 def run_opzoo(*args: str, env: dict[str, str] | None = None, timeout: float = 300, **kw):

@@ -1,18 +1,22 @@
-"""The package's structure holds: no import circle, no module shadowed, no global written from outside."""
+"""ARCHITECTURE.md holds: every module in its table, every rule it states checked here (or where it
+names another test)."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import ROOT
 
 import opzoo
 
 PACKAGE = ROOT / "opzoo"
+ARCHITECTURE = (ROOT / "ARCHITECTURE.md").read_text()
 
 
 def module_names() -> list[str]:
@@ -21,26 +25,9 @@ def module_names() -> list[str]:
     )
 
 
-def top_level_imports(name: str) -> set[str]:
-    """The opzoo modules ``name`` imports when it is imported: module-level statements only (imports
-    inside functions run later, and those under ``if TYPE_CHECKING`` never)."""
+def source_of(name: str) -> Path:
     path = PACKAGE.joinpath(*name.split(".")[1:])
-    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
-    tree = ast.parse(path.read_text())
-    found: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
-        for sub in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) else ():
-            if isinstance(sub, ast.Import):
-                found |= {a.name for a in sub.names}
-            elif isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
-                found.add(sub.module)
-                found |= {f"{sub.module}.{a.name}" for a in sub.names}
-    known = set(module_names())
-    # importing a.b.c imports its packages a and a.b first
-    closed = {m for f in found for m in _parents(f) if m in known}
-    return closed - {name}
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
 
 
 def _parents(name: str) -> list[str]:
@@ -48,15 +35,58 @@ def _parents(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def find_circle(edges: dict[str, set[str]], packages: set[str] = frozenset()) -> list[str] | None:
-    """A path that returns to where it started, or None. A package imported by its own submodule
-    is no circle of code: importing a submodule imports its package first anyway."""
+def _imported(node: ast.AST, package: str) -> set[str]:
+    """The dotted names an import statement brings in (a relative one resolved in ``package``)."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names}
+    if isinstance(node, ast.ImportFrom):
+        module = node.module or ""
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            module = ".".join([*base, module] if module else base)
+        return {module, *(f"{module}.{a.name}" for a in node.names)}
+    return set()
+
+
+def imports(name: str, *, deferred: bool) -> set[str]:
+    """The opzoo modules ``name`` imports: with ``deferred``, every import statement anywhere in it
+    (inside functions, under ``TYPE_CHECKING``); without, only those that run when it is imported."""
+    path = source_of(name)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+                continue
+            found.update(_imported(node, package))
+            for field in ("body", "orelse", "finalbody"):
+                visit(getattr(node, field, None) or [])
+            for handler in getattr(node, "handlers", None) or []:
+                visit(handler.body)
+
+    if deferred:
+        for node in ast.walk(tree):
+            found.update(_imported(node, package))
+    else:
+        visit(tree.body)
+    known = set(module_names())
+    # importing a.b.c imports its packages a and a.b first
+    return {m for f in found for m in _parents(f) if m in known or m == "torch"} - {name}
+
+
+def find_circle(edges: dict[str, set[str]]) -> list[str] | None:
+    """A path that returns to where it started, or None."""
     state: dict[str, int] = {}
 
     def visit(node: str, path: list[str]) -> list[str] | None:
         state[node] = 1
         for dep in sorted(edges.get(node, ())):
-            if state.get(dep) == 1 and not (dep in packages and node.startswith(dep + ".")):
+            if state.get(dep) == 1:
                 return [*path, node, dep]
             if dep not in state and (found := visit(dep, [*path, node])):
                 return found
@@ -69,15 +99,77 @@ def find_circle(edges: dict[str, set[str]], packages: set[str] = frozenset()) ->
     return None
 
 
-def test_no_import_circle():
-    """The module-level import graph of the package is acyclic."""
-    graph = {m: top_level_imports(m) for m in module_names()}
-    packages = {m for m in graph if (PACKAGE.joinpath(*m.split(".")[1:]) / "__init__.py").exists()}
-    edges = {m: {d for d in deps if d not in _parents(m)} for m, deps in graph.items()}
-    assert find_circle(edges, packages) is None, "import circle: " + " -> ".join(find_circle(edges, packages))
-    # the detector itself finds the circle this package once had
-    old = {"opzoo._registry": {"opzoo.nn"}, "opzoo.nn": {"opzoo._registry"}}
-    assert find_circle(old) == ["opzoo._registry", "opzoo.nn", "opzoo._registry"]
+def test_no_import_circle_counting_deferred_imports():
+    """The import graph of the package is acyclic, counting imports inside functions and under
+    TYPE_CHECKING too. A submodule importing its own package is no circle: importing a submodule
+    imports its package first anyway."""
+    edges = {
+        m: {d for d in imports(m, deferred=True) if d != "torch" and d not in _parents(m)}
+        for m in module_names()
+    }
+    circle = find_circle(edges)
+    assert circle is None, "import circle: " + " -> ".join(circle)
+    # the detector itself finds the circles this package once had, through deferred imports
+    assert find_circle({"opzoo._config": {"opzoo._preflight"}, "opzoo._preflight": {"opzoo._config"}})
+
+
+def _table_rows() -> dict[str, str]:
+    """ARCHITECTURE.md's rooms: module -> its torch cell, for every module a row names."""
+    section = ARCHITECTURE.split("## The rooms", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("module", "---"):
+            continue
+        for path in re.findall(r"`([\w/]+\.py)`", cells[0]):
+            name = "opzoo." + path.removesuffix(".py").replace("/", ".")
+            name = name.removesuffix(".__init__") if name != "opzoo.__init__" else "opzoo"
+            assert name not in rows, f"{path} has two rows in ARCHITECTURE.md"
+            rows[name] = cells[2]
+    return rows
+
+
+def test_every_module_has_a_row_in_architecture():
+    """A newcomer finds every module in ARCHITECTURE.md's table, and no row names a module that is
+    gone."""
+    rows = _table_rows()
+    assert sorted(rows) == module_names(), (
+        f"missing from ARCHITECTURE.md: {sorted(set(module_names()) - set(rows))}; "
+        f"gone: {sorted(set(rows) - set(module_names()))}"
+    )
+
+
+def test_the_torch_column_is_true():
+    """Each module imports torch when imported exactly where the table says "yes"."""
+    direct = {m: imports(m, deferred=False) for m in module_names()}
+    memo: dict[str, bool] = {}
+
+    def pulls_torch(module: str) -> bool:
+        if module not in memo:
+            memo[module] = False  # a package importing its submodule: no loop
+            deps = direct[module] | set(_parents(module)[:-1])
+            memo[module] = "torch" in deps or any(pulls_torch(d) for d in deps if d in direct)
+        return memo[module]
+
+    wrong = {m: cell for m, cell in _table_rows().items() if (cell == "yes") != pulls_torch(m)}
+    assert not wrong, f"the torch column is wrong for {wrong}"
+    # a module that imports torch only through another is found too
+    assert pulls_torch("opzoo.testing._runner") and not pulls_torch("opzoo.testing.properties")
+
+
+def test_help_texts_import_no_torch():
+    """`opzoo --help` and `opzoo check --help` (whose list of properties comes from the table of
+    properties) are quick: they import no torch."""
+    code = (
+        "import sys\nfrom opzoo.cli import main\n"
+        "for args in (['--help'], ['check', '--help']):\n"
+        "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("False")
+    assert "double_backward:" in out.stdout and "forward_mode:" in out.stdout
 
 
 def test_no_module_is_shadowed_by_a_global():
@@ -91,6 +183,57 @@ def test_no_module_is_shadowed_by_a_global():
         assert value is module, f"{parent}.{attr} is {value!r}, not the module {name}"
 
 
+def _module_aliases(tree: ast.Module, package: str) -> set[str]:
+    """Names bound to opzoo modules by the module's imports (``import opzoo``, ``from opzoo import
+    _trainer``, ``import opzoo.testing._parallel as parallel``)."""
+    known = set(module_names())
+    aliases = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "opzoo":
+                    aliases.add(a.asname or a.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            module = next(iter(sorted(_imported(node, package))), "")
+            for a in node.names:
+                if f"{module}.{a.name}" in known or f"{node.module}.{a.name}" in known:
+                    aliases.add(a.asname or a.name)
+    return aliases
+
+
+def global_writes(name: str) -> list[str]:
+    """Where module ``name`` assigns an attribute of another opzoo module (``opzoo._default = r``,
+    ``setattr(_trainer, ...)``)."""
+    path = source_of(name)
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    aliases = _module_aliases(tree, package)
+    found = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            targets = [ast.Attribute(value=node.args[0], attr="?")] if node.args else []
+        for t in targets:
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in aliases:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(t)}")
+    return found
+
+
+def test_no_global_written_from_outside():
+    """No opzoo module assigns another module's globals: state flows down as arguments."""
+    written = [w for m in module_names() for w in global_writes(m)]
+    assert not written, written
+    # the detector sees such a write
+    probe = PACKAGE / "_probe_global_write.py"
+    probe.write_text("import opzoo\nopzoo._default = None\n")
+    try:
+        assert global_writes("opzoo._probe_global_write")
+    finally:
+        probe.unlink()
+
+
 def test_the_cli_leaves_the_default_registry_alone():
     """A command loads its own registry and passes it on; opzoo's default registry stays unloaded."""
     code = (
@@ -100,6 +243,98 @@ def test_the_cli_leaves_the_default_registry_alone():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("default registry: None")
+
+
+def _string_literals(node: ast.AST) -> str:
+    return " ".join(
+        n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    )
+
+
+CLI_SIDE = ("opzoo.cli", "opzoo._commands", "opzoo.pytest_plugin")
+
+
+def test_only_the_cli_writes_opzoo_error():
+    """`opzoo: error:` (the line an OpZooError becomes) is written in cli.py alone."""
+    for name in module_names():
+        text = _string_literals(ast.parse(source_of(name).read_text()))
+        assert ("opzoo: error" in text) == (name == "opzoo.cli"), name
+
+
+def test_library_errors_speak_of_parameters_not_flags():
+    """An error raised outside the command line names parameters, not `--flags`: the library is
+    used from Python too, where there are no flags."""
+    flag = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
+    offenders = []
+    for name in module_names():
+        if name.startswith(CLI_SIDE):
+            continue
+        for node in ast.walk(ast.parse(source_of(name).read_text())):
+            if (
+                isinstance(node, ast.Raise)
+                and node.exc is not None
+                and flag.search(_string_literals(node.exc))
+            ):
+                offenders.append(f"{name}:{node.lineno}: {ast.unparse(node.exc)[:100]}")
+    assert not offenders, offenders
+
+
+def test_the_kind_of_an_op_is_read_only_where_the_table_says():
+    """Function or learnable Module is told apart (``spec.kind`` compared, or an instance or class
+    tested against nn.Module) only in the modules ARCHITECTURE.md names."""
+    allowed = {
+        "opzoo._registry",
+        "opzoo.library",
+        "opzoo.nn",
+        "opzoo.testing._bound",
+        "opzoo.testing._forward",
+        "opzoo.testing.properties",
+    }
+    telling = re.compile(
+        r"\b(?:spec|self)\.kind\s*(?:==|!=|in\b)|(?:issubclass|isinstance)\([^)]*nn\.Module\)"
+    )
+    reading = {name for name in module_names() if telling.search(source_of(name).read_text())}
+    assert reading == allowed, f"tells the kinds apart: {sorted(reading)}"
+    rules = ARCHITECTURE.split("## Rules", 1)[1]
+    for name in allowed:
+        assert f"`{source_of(name).relative_to(PACKAGE)}`" in rules, name
+
+
+def test_the_docs_table_of_properties_follows_the_records():
+    """docs/testing.md's table of properties has one row per record in PROPERTIES, in its order
+    (the help text is generated from the records: test_help_texts_import_no_torch)."""
+    from opzoo.testing.properties import PROPERTIES
+
+    text = (ROOT / "docs" / "testing.md").read_text()
+    table = text.split("| property | what must hold | why |", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \|", table, flags=re.M)
+    assert rows == list(PROPERTIES)
+
+
+def test_every_hook_has_a_fake_plugin():
+    """Each hook in hookspecs.py is implemented by a fake plugin in tests/fakehooks.py."""
+    from opzoo import hookspecs
+
+    hooks = {n for n in dir(hookspecs) if n.startswith("opzoo_")}
+    fakes = (ROOT / "tests" / "fakehooks.py").read_text()
+    assert hooks and all(f"def {h}(" in fakes for h in hooks), hooks
+
+
+def test_every_command_is_wired_and_documented():
+    """Each subcommand module's add_NAME/run_NAME pair is in cli.COMMANDS, and each command has a row
+    in the README's table of commands."""
+    from opzoo import cli
+
+    readme = (ROOT / "README.md").read_text()
+    for module in (PACKAGE / "_commands").glob("*.py"):
+        tree = ast.parse(module.read_text())
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("add_"):
+                command = node.name.removeprefix("add_")
+                command = {"list": "list"}.get(command, command)
+                assert command in cli.COMMANDS, f"{module.name}: {command} is not in cli.COMMANDS"
+    for command in cli.COMMANDS:
+        assert f"| `opzoo {command}" in readme, f"the README's table has no row for `opzoo {command}`"
 
 
 def test_the_test_helpers_see_the_package_under_test():

@@ -14,7 +14,7 @@ from conftest import run_opzoo
 from opzoo._contract import Contract, summary_of
 from opzoo._loading import load
 from opzoo.testing import PROPERTIES, check_property
-from opzoo.testing._runner import parse_properties
+from opzoo.testing.properties import parse_properties
 
 
 @pytest.mark.parametrize("value, shown", [("nan", "nan"), ("inf", "inf"), ("-1", "-1"), ("1e300", "1e+300")])

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE, run_opzoo
+from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE, example_dists, run_opzoo
 
 import opzoo
 from opzoo._docs import ops_markdown
@@ -22,6 +22,15 @@ def test_builtin_ops_come_through_opzoos_own_entry_points():
     for name in BUILTIN.names():
         spec = BUILTIN.info(name)
         assert (spec.source.dist, spec.source.via) == ("opzoo", "entry point")
+
+
+def test_every_example_plugin_is_installed_and_offers_ops():
+    """The set-up installs every example plugin under plugins/ (not the .test-only fixtures), and
+    each offers ops: the suite's example ops are derived from them (tests/conftest.py)."""
+    reg = opzoo.load()
+    offered = {s.dist for name in reg.names() for s in reg.sources(name)}
+    assert set(example_dists()) <= offered
+    assert EXAMPLE_OPS
 
 
 @pytest.mark.parametrize("name", FUNCTIONS + GENERAL + LEARNABLE + SURROGATE)

@@ -51,6 +51,12 @@ def test_each_blind_spot_is_caught_only_by_its_new_check(wrong_registry, name):
         assert result.status in ("pass", "skip"), result.report()
 
 
+def test_every_property_has_a_wrong_op_that_only_it_catches():
+    """For each property there is a wrong op that every other property passes: without it the
+    property would catch nothing the others miss (or its test would be missing)."""
+    assert sorted({WRONG[name][1] for name in ONLY}) == sorted(PROPERTIES)
+
+
 @pytest.mark.parametrize("name", list(CORRECT))
 def test_correct_ops_without_a_contract_pass(name):
     """A correct op written as tutorials write it, with no contract, passes every property."""

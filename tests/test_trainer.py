@@ -597,7 +597,7 @@ def test_digits_without_scikit_learn_is_one_line_with_the_pip_command(monkeypatc
     monkeypatch.setitem(sys.modules, "sklearn", None)
     assert main(["train", "--data", "digits", "--steps", "1"]) == 2
     assert capsys.readouterr().err == (
-        "opzoo: error: --data digits needs scikit-learn: pip install 'opzoo[data]'\n"
+        "opzoo: error: data 'digits' needs scikit-learn: pip install 'opzoo[data]'\n"
     )
 
 

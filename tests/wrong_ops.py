@@ -432,6 +432,77 @@ class JvpWrongOnSecondOutput(_SinCos):
         return dx * torch.cos(x), dx * torch.sin(x)
 
 
+class OffReference(_ReLUBase):
+    """A ReLU shifted by 1e-3: backward consistent with its own forward, forward not the declared
+    reference's."""
+
+    @staticmethod
+    def forward(x):
+        return x.clamp(min=0) + 1e-3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return grad * mask
+
+
+class WrongForNoncontiguousInput(torch.autograd.Function):
+    """A ReLU whose backward takes a "fast path" for contiguous saved inputs and a wrong one (half
+    again too large) for the rest."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0}, double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        return x.clamp(min=0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x >= 0) * (1.0 if x.is_contiguous() else 1.5)
+
+
+class GradOutputAsScratch(_ReLUBase):
+    """Uses grad_output as scratch space to save an allocation: scales it in place and back (the
+    values come back, but the caller's tensor was written), where its memory allows and nobody
+    differentiates through it."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        if not grad.requires_grad and grad.is_contiguous() and grad.dim() and min(grad.stride()) > 0:
+            grad.mul_(2.0)
+            out = grad * mask / 2
+            grad.div_(2.0)
+            return out
+        return grad * mask
+
+
+class WrongStrides(torch.autograd.Function):
+    """ReLU that lays a matrix out column-major: values right, strides not what the signature's
+    fake kernel (empty_like) promises, which compiled code asserts (assert_size_stride)."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0})
+
+    @staticmethod
+    def forward(x):
+        y = x.clamp(min=0)
+        return y.mT.contiguous().mT if y.dim() >= 2 else y
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x >= 0)
+
+
 WRONG = {
     "wrong_sign": (WrongSign, "gradient", "Jacobian mismatch"),
     "wrong_part": (WrongOnPartOfDomain, "gradient", "Jacobian mismatch"),
@@ -481,11 +552,27 @@ WRONG = {
         "gradient",
         "if the backward is meant as a surrogate, declare `surrogate=`",
     ),
+    "off_reference": (OffReference, "reference", "forward in float64 differs from the reference"),
+    "wrong_for_noncontiguous_input": (
+        WrongForNoncontiguousInput,
+        "layout",
+        "gradient differs for a non-contiguous input",
+    ),
+    "grad_output_as_scratch": (GradOutputAsScratch, "hygiene", "backward mutated grad_output"),
+    "wrong_strides": (WrongStrides, "library", "test_faketensor"),
 }
 
 
-#: The blind spots: ops that every property but the one named in WRONG passes (or skips).
+#: The blind spots: ops that every property but the one named in WRONG passes (or skips). Every
+#: property has one (test_properties): a property no wrong op needs is dead weight, or untested.
 ONLY = [
+    "wrong_at_undeclared_kink",
+    "silent_double_backward",
+    "off_reference",
+    "wrong_for_noncontiguous_input",
+    "grad_output_as_scratch",
+    "wrong_at_kink",
+    "wrong_strides",
     "branches_on_values",
     "jvp_drops_a_term",
     "jvp_wrong_on_output_1",

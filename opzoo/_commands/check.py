@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from typing import Any, Sequence
 
 from opzoo._commands import EXIT_FAILED, EXIT_OK, check_seconds, print_json, registry_from
@@ -12,6 +13,7 @@ from opzoo._records import json_safe
 from opzoo.exceptions import ConfigError
 from opzoo.testing._profiles import HELP as PROFILES_HELP
 from opzoo.testing._profiles import PROFILES
+from opzoo.testing.properties import parse_properties, summaries
 
 #: Hypothesis examples per property, at most: 330 times the thorough profile's. Beyond, hypothesis
 #: itself fails (at 1e8 with FlakyStrategyDefinition; at 1e9 and more it never started).
@@ -22,10 +24,14 @@ def add_check(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "check",
         help="property-test the ops' hand-written backward against numerical gradients",
-        description="Check every property of the named ops (all ops by default) with hypothesis: "
-        "gradient, double_backward, reference, layout, hygiene, kinks, autograd, extremes, subsets, "
-        "compile, forward_mode, library. Exits 1 if any fails. Checks run side by side in worker "
-        "processes (--jobs); the results are the same as one process's, in the same order.",
+        description=textwrap.fill(
+            "Check every property of the named ops (all ops by default) with hypothesis. Exits 1 if "
+            "any fails. Checks run side by side in worker processes (--jobs); the results are the "
+            "same as one process's, in the same order."
+        )
+        + "\n\nproperties (--property):\n"
+        + summaries(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="ops to check (default: all)")
     p.add_argument(
@@ -76,19 +82,18 @@ def run_check(args: argparse.Namespace) -> int:
         )
     if args.jobs is not None and args.jobs <= 0:
         raise ConfigError(f"--jobs must be a positive integer, got {args.jobs}")
+    try:
+        props = parse_properties(args.property)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     reg = registry_from(args)
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda: CUDA is not available here, so nothing would be checked")
     from opzoo.testing._parallel import check_all, default_jobs
-    from opzoo.testing._runner import parse_properties
     from opzoo.testing._signals import insistent_interrupt
 
-    try:
-        props = parse_properties(args.property)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
     if args.names:
         specs = [reg.info(n) for n in dict.fromkeys(args.names)]  # a name given twice is checked once
     else:

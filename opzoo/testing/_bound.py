@@ -58,11 +58,12 @@ class Bound:
     module: torch.nn.Module | None = None  # a learnable op's instance, in the bound dtype
     fast: bool = True
     notes: list[str] = field(default_factory=list)  # what a check noticed (a kink it excused, say)
+    #: How many tensors the op takes (its signature's inputs). Read once here: a call under
+    #: torch.compile that parsed the signature would trace through its cache (and Dynamo warns).
+    arity: int = field(init=False)
 
-    @property
-    def arity(self) -> int:
-        """How many tensors the op takes (its signature's inputs)."""
-        return len(self.spec.contract.sig.inputs)
+    def __post_init__(self) -> None:
+        self.arity = len(self.spec.contract.sig.inputs)
 
     def __call__(self, *args: torch.Tensor) -> Any:
         xs, extras = args[: self.arity], args[self.arity :]
@@ -171,6 +172,23 @@ def vjp(
         tuple(o.detach() for o in outs),
         tuple(torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)),
     )
+
+
+def once_differentiable(grads: Sequence[torch.Tensor | None]) -> bool:
+    """Whether the graph of ``grads`` holds the error node once_differentiable leaves. Asking for the
+    derivative through it raises, but only where autograd walks it: connected to no input, it is
+    pruned by a gradient with respect to the inputs alone, which comes back silently zero."""
+    stack = [g.grad_fn for g in grads if g is not None and g.grad_fn is not None]
+    seen: set[int] = set()
+    while stack:
+        fn = stack.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if type(fn).__name__ in ("Error", "DelayedError"):
+            return True
+        stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
+    return False
 
 
 def where(i: int, n: int, what: str) -> str:

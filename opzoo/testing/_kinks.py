@@ -4,7 +4,8 @@ Finite differences that straddle a kink measure neither side, so gradcheck fails
 (the tutorial's MyReLU at x = 0: "numerical 0.5, analytical 1.0"). At such a point any value between
 the one-sided derivatives is a valid subgradient: the op's is accepted if it lies between them (and
 noted), the element is moved off the kink, and the check runs again. A value outside (5 at 0 for a
-ReLU) still fails. Declared kinks keep pinning their exact value (the ``kinks`` property).
+ReLU) still fails. Declared kinks keep pinning their exact value: the ``kinks`` property, at the
+end of this module.
 """
 
 from __future__ import annotations
@@ -79,3 +80,23 @@ def excuse(op: Bound, x: torch.Tensor, *, order: int = 1) -> torch.Tensor | None
     moved = x.detach().clone()
     moved[kink] += MARGIN
     return moved
+
+
+def kinks(op: Bound, x: torch.Tensor) -> None:
+    """At each declared kink, the gradient equals the declared subgradient (elementwise ops)."""
+    declared = op.spec.contract.kinks_at(op.params)
+    points = torch.tensor(list(declared), dtype=torch.float64, device=x.device)
+    want = torch.tensor(list(declared.values()), dtype=torch.float64, device=x.device)
+    _, (got,) = vjp(op, (points,), (torch.ones_like(points),))
+    if not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
+        i = int((got - want).abs().argmax())
+        raise PropertyFailed(
+            f"at the kink x = {points[i].item():g} the gradient is {got[i].item():g}, "
+            f"but the op declares {want[i].item():g}",
+            worst={
+                "index": (i,),
+                "x": points[i].item(),
+                "declared": want[i].item(),
+                "analytic": got[i].item(),
+            },
+        )

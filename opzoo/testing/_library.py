@@ -7,15 +7,13 @@ thin property for today's one-input form.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import torch
 
-from opzoo._records import one_line
 from opzoo._registry import OpSpec
-
-if TYPE_CHECKING:
-    from opzoo.testing.properties import Bound
+from opzoo.exceptions import one_line
+from opzoo.testing._bound import Bound, PropertyFailed
 
 #: What ``torch.library.opcheck`` tests on every drawn input: schema (no mutation, no aliasing),
 #: autograd registration, and the fake kernel against the real one (shapes, dtypes, strides).
@@ -23,13 +21,6 @@ CHEAP = ("test_schema", "test_autograd_registration", "test_faketensor")
 #: What it tests on the fixed inputs too: tracing the op, forward and backward, through AOT
 #: autograd with dynamic shapes (a tenth of a second or more per call, so not on every drawn one).
 FULL = (*CHEAP, "test_aot_dispatch_dynamic")
-
-
-def why_not_bridged(spec: OpSpec) -> str | None:
-    """Why the property does not apply to ``spec`` (an op the bridge refuses), or None."""
-    from opzoo.library import why_not
-
-    return why_not(spec)
 
 
 def check_library(
@@ -48,7 +39,6 @@ def check_library(
     """
     from opzoo import library
     from opzoo.exceptions import OpZooError
-    from opzoo.testing.properties import PropertyFailed
 
     try:
         op = library.op(spec)
@@ -82,7 +72,6 @@ def _same_as_function(
     spec: OpSpec, op: Any, tensors: tuple[torch.Tensor, ...], args: tuple[Any, ...], dtype: str
 ) -> None:
     """Outputs and gradients through ``torch.ops.opzoo`` equal ``Function.apply``'s exactly."""
-    from opzoo.testing.properties import PropertyFailed
 
     def run(fn: Any) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
         leaves = tuple(t.detach().clone().requires_grad_() for t in tensors)

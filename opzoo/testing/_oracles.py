@@ -14,7 +14,6 @@ from typing import Sequence
 
 import torch
 
-from opzoo._registry import OpSpec
 from opzoo.testing import _kinks
 from opzoo.testing._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp, where
 
@@ -26,19 +25,6 @@ SCALES = (1e2, 1e4)
 
 
 # -- autograd of the forward --------------------------------------------------------------------
-
-
-def oracle_applies(spec: OpSpec) -> str | None:
-    """Why the autograd oracle cannot run for ``spec``, or None."""
-    import torch.autograd
-
-    if spec.kind != "function":
-        return "a learnable op's backward is autograd's already"
-    if spec.contract.surrogate is not None:
-        return "the backward is the declared surrogate's, not the forward's derivative"
-    if spec.target.setup_context is torch.autograd.Function.setup_context:
-        return "forward(ctx, ...) runs only inside apply; the setup_context form can be differentiated"
-    return None
 
 
 def autograd(op: Bound, *xs: torch.Tensor) -> None:
@@ -158,10 +144,6 @@ def _finite_nearby(op: Bound, xs: Tensors, outs: Tensors) -> torch.Tensor:
 
 
 # -- each input alone -------------------------------------------------------------------------------
-
-
-def subsets_apply(spec: OpSpec) -> str | None:
-    return None if len(spec.contract.sig.inputs) > 1 else "one input: no subset to ask for"
 
 
 def subsets(op: Bound, *xs: torch.Tensor) -> None:

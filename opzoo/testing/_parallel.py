@@ -25,17 +25,11 @@ from typing import Any, Callable, Sequence
 from opzoo._lifetime import die_with_parent
 from opzoo._registry import OpSpec
 from opzoo.testing._runner import HUNG, Result, check, check_property
+from opzoo.testing.properties import PROPERTIES
 
 #: Seconds past a check's own time limit before its worker is killed: the limit is raised inside the
 #: worker first, and only a check stuck where no signal reaches (a C loop) lasts this long.
 GRACE = 10.0
-
-#: Properties whose first check in a process imports torch._dynamo (1-2 s), and the slowest ones.
-HEAVY = {"compile", "forward_mode", "library"}
-
-#: Properties whose first check in a process loads inductor's modules too (0.8 s): torch.compile,
-#: and opcheck's AOT-dispatch trace.
-COMPILING = {"compile", "library"}
 
 Task = tuple[int, str, str]  # (index of the spec, property, device)
 
@@ -89,7 +83,7 @@ def check_all(
             started(spec)
             results += check(spec, props, devices=devices, into=into, **kw)
         return results
-    if HEAVY & set(props):
+    if any(PROPERTIES[p].slow for p in props):
         # Imported once here rather than once in each worker (1-2 s each); torch.compile,
         # torch.func and opcheck all load them.
         import torch._dynamo  # noqa: F401
@@ -97,7 +91,7 @@ def check_all(
     try:
         # Run order: an op's first check (alone), then its slow ones, so that they do not end the
         # run on one worker while the other idles; the results keep the serial order.
-        order = sorted(tasks, key=lambda t: (t[0], t[1] != props[0], t[1] not in HEAVY))
+        order = sorted(tasks, key=lambda t: (t[0], t[1] != props[0], not PROPERTIES[t[1]].slow))
         _Pool(specs, jobs, grace, kw).run(order, done, started)
     finally:
         ordered = [done[t] for t in tasks if t in done]
@@ -138,7 +132,7 @@ class _Pool:
                 seen.add(i)
                 # An op's first check is its first in the order (the quick one); then any.
                 if i not in probing and (i in probed or first):
-                    if compiler == (prop in COMPILING):
+                    if compiler == PROPERTIES[prop].compiles:
                         eligible.insert(0, k)
                         break
                     if not eligible:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -13,20 +12,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis.errors import HypothesisException
 
-from opzoo._records import one_line
 from opzoo._registry import OpSpec, Registry
+from opzoo.exceptions import one_line
 from opzoo.testing import _profiles
-from opzoo.testing._bound import LARGE
+from opzoo.testing._bound import LARGE, PropertyFailed, PropertySkipped, bind
 from opzoo.testing._repeatable import SEED, seeded_torch, without_local_constants
 from opzoo.testing._signals import PropertyTimeout, insistent_interrupt, time_limit
-from opzoo.testing.properties import PROPERTIES, PropertyFailed, PropertySkipped, bind
-from opzoo.testing.strategies import KINK_MARGIN, cases, domain_box, push_from_kinks
+from opzoo.testing.properties import PROPERTIES
+from opzoo.testing.strategies import cases, edge_inputs, fixed_inputs
 
 DEVICES = ("cpu", "cuda")
 #: Inputs larger than this are described by how to rebuild them, not by their values.
 EDGE_VALUES = LARGE
-#: The large edge input has this many elements: fast paths that switch on size are exercised too.
-EDGE_SIZE = 100_000
 
 
 #: Seconds one property of one op may take before it counts as hung.
@@ -38,18 +35,6 @@ def result_id(op: str, prop: str, device: str) -> str:
     """The id of one check, as ``opzoo check`` prints it and pytest names its test: ``gradient[myrelu]``."""
     suffix = "" if device == "cpu" else f"-{device}"
     return f"{prop}[{op}{suffix}]"
-
-
-def parse_properties(items: Iterable[str] | None) -> list[str]:
-    """Property names from comma-separated items (all of them if None); ValueError on an unknown
-    name, or on items that name none (`-p ""`)."""
-    names = [p.strip() for item in items or () for p in item.split(",") if p.strip()]
-    if items is not None and not names:
-        raise ValueError(f"no property named; choose from {', '.join(PROPERTIES)}")
-    for name in names:
-        if name not in PROPERTIES:
-            raise ValueError(f"unknown property {name!r}; choose from {', '.join(PROPERTIES)}")
-    return list(dict.fromkeys(names)) or list(PROPERTIES)
 
 
 @dataclass
@@ -165,7 +150,7 @@ def _repro(
     if any(t["values"] is None for t in example["inputs"]):
         return (
             head
-            + "  from opzoo.testing._runner import edge_inputs\n"
+            + "  from opzoo.testing.strategies import edge_inputs\n"
             + f"  xs = edge_inputs(opzoo.info({spec.name!r}), 'cpu')[{example['edge']}]\n  {call}"
         )
     made = [
@@ -294,64 +279,3 @@ def check(
             if into is not None:
                 into.append(result)
     return results
-
-
-def fixed_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
-    """Small deterministic inputs: for an elementwise op spread over the domain and pushed off the
-    kinks; otherwise shaped by the signature, each dimension name a different small size."""
-    sig = spec.contract.sig
-    if not sig.elementwise:
-        names = sorted({d for core in sig.inputs for d in core if not d.isdigit()})
-        out = []
-        for loop, base in (((), 2), ((2,), 3)):
-            sizes = {d: base + k for k, d in enumerate(names)}
-            xs = []
-            for i, core in enumerate(sig.inputs):
-                shape = loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core)
-                n = max(1, math.prod(shape))
-                values = torch.linspace(-2.0 + 0.3 * i, 2.5 - 0.2 * i, n, dtype=torch.float64)
-                xs.append(values[: math.prod(shape)].reshape(shape).to(device))
-            out.append(tuple(xs))
-        return out
-    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
-    kinks = spec.contract.kinks_at()
-    out = []
-    for shape in ((7,), (2, 3)):
-        n = math.prod(shape)
-        x = torch.linspace(lo, hi, n + 2, dtype=torch.float64)[1:-1]
-        x = push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device)
-        out.append((x,))
-    return out
-
-
-def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
-    """Inputs every check sees whatever hypothesis draws: a 0-d tensor, one element, an empty
-    tensor, and a large one (at least :data:`LARGE` elements, where a size-switched fast path
-    would hide), each deterministic so that a failure's repro can rebuild it by its index."""
-    sig = spec.contract.sig
-    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
-    kinks = spec.contract.kinks_at()
-    if sig.elementwise:
-        shapes_list: list[list[tuple[int, ...]]] = [[()], [(1,)], [(0,)], [(EDGE_SIZE + 3,)]]
-    else:
-        rank = max(len(core) for core in sig.inputs)
-        side = math.ceil(EDGE_SIZE ** (1 / rank)) if rank > 1 else 101
-        loop = (math.ceil(EDGE_SIZE / side),) if rank == 1 else ()
-        names = {d for core in sig.inputs for d in core if not d.isdigit()}
-        shapes_list = []
-        for size, lead in ((1, ()), (0, ()), (1, (0,)), (side, loop)):
-            dims = dict.fromkeys(names, size)
-            shapes_list.append(
-                [lead + tuple(int(d) if d.isdigit() else dims[d] for d in core) for core in sig.inputs]
-            )
-    out = []
-    for shapes in shapes_list:
-        xs = []
-        for i, shape in enumerate(shapes):
-            n = math.prod(shape)
-            # distinct values per input, spread over the box, not on a grid that lines up with kinks
-            x = torch.linspace(lo, hi, max(n, 1) + 2, dtype=torch.float64)[1 : n + 1] * (1 - 0.013 * i)
-            x = x.clamp(lo, hi) if sig.elementwise else x
-            xs.append(push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device))
-        out.append(tuple(xs))
-    return out

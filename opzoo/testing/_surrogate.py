@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import torch
 
-from opzoo._records import one_line
+from opzoo.exceptions import one_line
 from opzoo.testing._bound import (
     TOLERANCES,
     Bound,
@@ -26,6 +26,7 @@ from opzoo.testing._bound import (
     Tensors,
     grad_outputs,
     noncontiguous,
+    once_differentiable,
     ramp,
     vjp,
     where,
@@ -224,28 +225,13 @@ def _second(fn: Any, xs: Tensors, gs: Tensors) -> Tensors:
     firsts = torch.autograd.grad(
         [o for o, _ in pairs], leaves, [g for _, g in pairs], create_graph=True, allow_unused=True
     )
-    if _once_differentiable(firsts):
+    if once_differentiable(firsts):
         raise RuntimeError("the backward is marked once_differentiable")
     chosen = [(f, ramp(f.detach(), k + 1)) for k, f in enumerate(firsts) if f is not None and f.requires_grad]
     if not chosen:
         return tuple(torch.zeros_like(t) for t in wrt)
     seconds = torch.autograd.grad([f for f, _ in chosen], wrt, [v for _, v in chosen], allow_unused=True)
     return tuple(torch.zeros_like(t) if s is None else s.detach() for t, s in zip(wrt, seconds))
-
-
-def _once_differentiable(grads: Sequence[torch.Tensor | None]) -> bool:
-    """Whether the graph of ``grads`` holds the error node once_differentiable leaves: it is
-    connected to no input, so autograd prunes it and answers None (zero) instead of raising."""
-    stack = [g.grad_fn for g in grads if g is not None and g.grad_fn is not None]
-    seen: set[int] = set()
-    while stack:
-        fn = stack.pop()
-        if id(fn) not in seen:
-            seen.add(id(fn))
-            if type(fn).__name__ in ("Error", "DelayedError"):
-                return True
-            stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
-    return False
 
 
 # -- the hint for ops that should declare one -----------------------------------------------------

@@ -20,6 +20,8 @@ from opzoo._registry import OpSpec, Registry
 KINK_MARGIN = 1e-3
 #: Where the domain is unbounded, inputs are drawn from this box (activations are interesting here).
 BOX = 6.0
+#: The large edge input has this many elements: fast paths that switch on size are exercised too.
+EDGE_SIZE = 100_000
 
 
 def shapes(max_dims: int = 4, max_side: int = 5) -> st.SearchStrategy[tuple[int, ...]]:
@@ -243,3 +245,67 @@ def _cases(
 ) -> tuple[dict[str, float | int], tuple[torch.Tensor, ...]]:
     p = draw(params_st)
     return p, draw(inputs_at(p))
+
+
+# -- inputs every check sees, whatever hypothesis draws --------------------------------------------
+
+
+def fixed_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
+    """Small deterministic inputs: for an elementwise op spread over the domain and pushed off the
+    kinks; otherwise shaped by the signature, each dimension name a different small size."""
+    sig = spec.contract.sig
+    if not sig.elementwise:
+        names = sorted({d for core in sig.inputs for d in core if not d.isdigit()})
+        out = []
+        for loop, base in (((), 2), ((2,), 3)):
+            sizes = {d: base + k for k, d in enumerate(names)}
+            xs = []
+            for i, core in enumerate(sig.inputs):
+                shape = loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core)
+                n = max(1, math.prod(shape))
+                values = torch.linspace(-2.0 + 0.3 * i, 2.5 - 0.2 * i, n, dtype=torch.float64)
+                xs.append(values[: math.prod(shape)].reshape(shape).to(device))
+            out.append(tuple(xs))
+        return out
+    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
+    kinks = spec.contract.kinks_at()
+    out = []
+    for shape in ((7,), (2, 3)):
+        n = math.prod(shape)
+        x = torch.linspace(lo, hi, n + 2, dtype=torch.float64)[1:-1]
+        x = push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device)
+        out.append((x,))
+    return out
+
+
+def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
+    """Inputs every check sees whatever hypothesis draws: a 0-d tensor, one element, an empty
+    tensor, and a large one (at least ``_bound.LARGE`` elements, where a size-switched fast path
+    would hide), each deterministic so that a failure's repro can rebuild it by its index."""
+    sig = spec.contract.sig
+    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
+    kinks = spec.contract.kinks_at()
+    if sig.elementwise:
+        shapes_list: list[list[tuple[int, ...]]] = [[()], [(1,)], [(0,)], [(EDGE_SIZE + 3,)]]
+    else:
+        rank = max(len(core) for core in sig.inputs)
+        side = math.ceil(EDGE_SIZE ** (1 / rank)) if rank > 1 else 101
+        loop = (math.ceil(EDGE_SIZE / side),) if rank == 1 else ()
+        names = {d for core in sig.inputs for d in core if not d.isdigit()}
+        shapes_list = []
+        for size, lead in ((1, ()), (0, ()), (1, (0,)), (side, loop)):
+            dims = dict.fromkeys(names, size)
+            shapes_list.append(
+                [lead + tuple(int(d) if d.isdigit() else dims[d] for d in core) for core in sig.inputs]
+            )
+    out = []
+    for shapes in shapes_list:
+        xs = []
+        for i, shape in enumerate(shapes):
+            n = math.prod(shape)
+            # distinct values per input, spread over the box, not on a grid that lines up with kinks
+            x = torch.linspace(lo, hi, max(n, 1) + 2, dtype=torch.float64)[1 : n + 1] * (1 - 0.013 * i)
+            x = x.clamp(lo, hi) if sig.elementwise else x
+            xs.append(push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device))
+        out.append(tuple(xs))
+    return out

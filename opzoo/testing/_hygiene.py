@@ -1,0 +1,75 @@
+"""The ``layout`` and ``hygiene`` properties: what an op owes the graph around it (the same values in
+any memory layout; outputs of the signature's shapes, dtype and device; nothing mutated; a backward
+that repeats)."""
+
+from __future__ import annotations
+
+import torch
+
+from opzoo.testing._bound import EXACT, Bound, PropertyFailed, close, grad_outputs, noncontiguous, vjp, where
+
+
+def layout(op: Bound, *xs: torch.Tensor) -> None:
+    """Each input and each grad_output non-contiguous in turn (then all at once) gives the values
+    and gradients of contiguous ones."""
+    outs0, grads0 = vjp(op, xs)
+    gs = grad_outputs(outs0)
+    n, m = len(xs), len(gs)
+    variants = [
+        ([noncontiguous(x) if k == i else x for k, x in enumerate(xs)], gs, f"input{where(i, n, '')}")
+        for i in range(n)
+    ]
+    variants += [
+        (xs, [noncontiguous(g) if k == j else g for k, g in enumerate(gs)], f"grad_output{where(j, m, '')}")
+        for j in range(m)
+    ]
+    variants.append(([noncontiguous(x) for x in xs], [noncontiguous(g) for g in gs], "everything"))
+    for vxs, vgs, what in variants:
+        if all(t.is_contiguous() for t in (*vxs, *vgs)):
+            continue  # 0-d or empty: no other layout exists
+        outs, grads = vjp(op, vxs, vgs)
+        for j, (got, want) in enumerate(zip(outs, outs0)):
+            what_j = f"forward{where(j, m, 'output')} differs for a non-contiguous {what}"
+            close(got, want, EXACT, what_j, scaled=True)
+        for i, (got, want) in enumerate(zip(grads, grads0)):
+            what_i = f"gradient{where(i, n, 'input')} differs for a non-contiguous {what}"
+            close(got, want, EXACT, what_i, scaled=True)
+
+
+def hygiene(op: Bound, *xs: torch.Tensor) -> None:
+    """Outputs follow the signature's shapes and the inputs' dtype and device; nothing is
+    mutated; backward repeats exactly."""
+    leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
+    before = [(x.detach().clone(), x._version) for x in leaves]
+
+    def unchanged(when: str) -> None:
+        for i, (x, (value, version)) in enumerate(zip(leaves, before)):
+            if x._version != version or not torch.equal(x.detach(), value):
+                raise PropertyFailed(f"{when} mutated its input{where(i, len(leaves), '')}")
+
+    outs = op.outputs(*leaves)  # checks the count and shapes against the signature
+    for j, o in enumerate(outs):
+        for what, got, want in (("dtype", o.dtype, xs[0].dtype), ("device", o.device, xs[0].device)):
+            if got != want:
+                raise PropertyFailed(
+                    f"output{where(j, len(outs), '')} {what} is {got}, expected {want} (the input's)"
+                )
+    unchanged("forward")
+    gs = grad_outputs(outs)
+    g_before = [(g.clone(), g._version) for g in gs]
+    first = torch.autograd.grad(outs, leaves, gs, retain_graph=True, allow_unused=True)
+    for j, (g, (value, version)) in enumerate(zip(gs, g_before)):
+        if g._version != version or not torch.equal(g, value):
+            raise PropertyFailed(f"backward mutated grad_output{where(j, len(gs), '')}")
+    unchanged("backward")
+    second = torch.autograd.grad(outs, leaves, gs, allow_unused=True)
+    for i, (x, g1, g2) in enumerate(zip(xs, first, second)):
+        if g1 is None or g2 is None:
+            continue
+        if g1.dtype != x.dtype or tuple(g1.shape) != tuple(x.shape):
+            raise PropertyFailed(
+                f"gradient{where(i, len(xs), 'of input')} is {g1.dtype} {tuple(g1.shape)}, "
+                f"expected {x.dtype} {tuple(x.shape)}"
+            )
+        if not torch.equal(g1, g2):
+            raise PropertyFailed("running backward twice gave different gradients")

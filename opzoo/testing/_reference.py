@@ -1,0 +1,76 @@
+"""The ``reference`` property: forward and gradient against the reference the op declares, in float64
+and in each lower dtype it declares."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+from opzoo.testing._bound import TOLERANCES, Bound, Tensors, close, grad_outputs, vjp, where
+from opzoo.testing.strategies import KINK_MARGIN
+
+
+def reference(op: Bound, *xs: torch.Tensor) -> None:
+    """Forward and gradient match the declared reference: in float64, and in each lower dtype the
+    op declares against the float64 reference (at the rounded inputs), where the op may be off by
+    the dtype's tolerance plus twice what the reference itself is off by in that dtype. A surrogate
+    op: the forward only (its gradient is the surrogate's, checked by gradient)."""
+    ref = op.spec.contract.reference
+    kinks = op.spec.contract.kinks_at(op.params)
+    for name in op.spec.contract.dtypes:
+        dtype = getattr(torch, name)
+        lows = tuple(x.to(dtype) for x in xs)
+        lop = op if dtype == torch.float64 else op.cast(dtype)
+        outs, grads = vjp(lop, lows)
+        gs = grad_outputs(outs)
+        surrogate = op.spec.contract.surrogate is not None
+        x64, g64 = tuple(x.double() for x in lows), [g.double() for g in gs]
+        want, want_grads = _ref_vjp(ref, op.params, x64, g64, forward_only=surrogate)
+        par = par_grads = (None,) * max(len(outs), len(xs))
+        if dtype != torch.float64:
+            par, par_grads = _ref_vjp(ref, op.params, lows, gs, forward_only=surrogate)
+            par_grads = par_grads or (None,) * len(xs)
+        tol = TOLERANCES[dtype]
+        x0 = lows[0] if len(lows) == 1 else None
+        scaled = not op.spec.contract.sig.elementwise
+        for j, (got, expected) in enumerate(zip(outs, want)):
+            what = f"forward in {name} differs from the reference{where(j, len(outs), 'output')}"
+            close(got, expected, tol, what, x0, par=par[j], scaled=scaled)
+        if surrogate:
+            continue  # the gradient is the declared surrogate's, which gradient checks
+        for i, (got, expected, x) in enumerate(zip(grads, want_grads, xs)):
+            what = f"gradient in {name} differs from the reference's{where(i, len(xs), 'input')}"
+            if not kinks:
+                close(got, expected, tol, what, x0, par=par_grads[i], scaled=scaled)
+                continue
+            away = torch.ones_like(x, dtype=torch.bool)
+            for k in kinks:
+                # In a low precision the kink itself is rounded (a param like min_val, too): keep
+                # the comparison a few of that dtype's steps away from it.
+                step = torch.finfo(dtype).eps * max(1.0, abs(k))
+                away &= (lows[i].double() - k).abs() >= max(KINK_MARGIN / 2, 4 * step)
+            p = par_grads[i][away] if par_grads[i] is not None else None
+            close(got[away], expected[away], tol, what, x0[away], par=p)
+
+
+def _ref_vjp(
+    ref: Callable[..., object],
+    params: dict[str, object],
+    xs: Tensors,
+    gs: Sequence[torch.Tensor],
+    *,
+    forward_only: bool = False,
+) -> tuple[Tensors, Tensors]:
+    """The reference's outputs and its autograd gradient, in the dtype of ``xs`` (no gradient for
+    ``forward_only``: a surrogate op's reference, like torch.heaviside, may have none)."""
+    leaves = tuple(x.detach().clone().requires_grad_(not forward_only) for x in xs)
+    outs = ref(*leaves, **params)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    if forward_only:
+        return tuple(o.detach() for o in outs), ()
+    grads = torch.autograd.grad(outs, leaves, tuple(gs), allow_unused=True)
+    return (
+        tuple(o.detach() for o in outs),
+        tuple(torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)),
+    )
