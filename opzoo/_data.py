@@ -145,7 +145,7 @@ def _classes(y: torch.Tensor, name: str) -> int:
 
 def _check_room(rows: int, classes: int, name: str) -> None:
     """Refuse labels whose one-hot targets cannot fit in memory (a label of 10**9 asked for 240 GB)."""
-    from opzoo._preflight import _bytes, memory_available
+    from opzoo._host import _bytes, memory_available
 
     needed = rows * classes * 8  # float64 one-hot rows
     free = memory_available(torch.device("cpu"))

@@ -6,12 +6,12 @@ after an hour of training.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import torch
 
 from opzoo import _files
+from opzoo._host import _bytes, memory_available
 from opzoo.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -52,39 +52,6 @@ def memory_needed(config: TrainConfig) -> int:
     return elements * DTYPES[config.dtype].itemsize
 
 
-def memory_available(device: torch.device) -> int | None:
-    """Bytes free for a new run on ``device``; None when the platform does not say."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    free = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    free = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    if free is None:
-        try:
-            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return None
-    limit = _cgroup_room()
-    return free if limit is None else min(free, limit)
-
-
-def _cgroup_room() -> int | None:
-    # A container's memory limit is lower than what the host's /proc/meminfo reports.
-    try:
-        with open("/sys/fs/cgroup/memory.max") as f:
-            limit = f.read().strip()
-        with open("/sys/fs/cgroup/memory.current") as f:
-            used = int(f.read().strip())
-    except (OSError, ValueError):
-        return None
-    return None if limit == "max" else max(int(limit) - used, 0)
-
-
 def check_memory(config: TrainConfig, device: torch.device) -> None:
     """Refuse sizes whose tensors cannot fit, with the figure, rather than fail to allocate."""
     needed, free = memory_needed(config), memory_available(device)
@@ -93,15 +60,6 @@ def check_memory(config: TrainConfig, device: torch.device) -> None:
             f"batch={config.batch}, d-in={config.d_in}, hidden={config.hidden}, d-out={config.d_out} "
             f"need about {_bytes(needed)} of memory, but {device.type} has {_bytes(free)} available"
         )
-
-
-def _bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if value < 1024 or unit == "PiB":
-            return f"{value:.3g} {unit}" if unit != "B" else f"{n} B"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def resolve_device(name: str | None) -> torch.device:

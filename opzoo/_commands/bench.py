@@ -146,7 +146,7 @@ def _check_room(sizes: list[int]) -> None:
     """Refuse a size whose tensors cannot fit in memory, with the figure (1e14 elements: 2.1 PiB)."""
     import torch
 
-    from opzoo._preflight import _bytes, memory_available
+    from opzoo._host import _bytes, memory_available
 
     n = max(sizes)
     needed, free = n * 4 * _TENSORS_PER_SIZE, memory_available(torch.device("cpu"))
