@@ -162,18 +162,25 @@ def _file_size_limit(limit: int):
 @pytest.mark.parametrize("flag", ["--export", "--checkpoint"])
 def test_a_real_full_disk_tears_no_export_and_no_checkpoint(tmp_path, flag):
     """torch's own writers on a full disk: `--export` aborted the process (exit 134, a C++ stack)
-    and truncated the good export; a checkpoint write raised a RuntimeError traceback. Now the file
-    is serialized in memory and written by opzoo: one line, exit 74, the previous file byte for
-    byte, no temp file. (Each written file is over 10 kB; the limit is 4 kB.)"""
+    and truncated the good export; a checkpoint write raised a RuntimeError traceback instead of the
+    warning and retry. Now the file is serialized in memory and written by opzoo: each checkpoint
+    during the run is one warning, the final write (or the export) one line, exit 74; the previous
+    file byte for byte, no temp file. (Each written file is over 10 kB; the limit is 4 kB.)"""
     path = tmp_path / NAMES[flag]
     previous = b"a good file from an earlier run " * 200  # 6.4 kB: already past the limit, untouched
     path.write_bytes(previous)
-    out = run_opzoo(
-        "train", *TINY, "--steps", "3", "--quiet", flag, str(path), preexec_fn=_file_size_limit(4096)
-    )
+    every = ["--checkpoint-every", "1"] if flag == "--checkpoint" else []
+    argv = ["train", *TINY, "--steps", "3", "--quiet", flag, str(path), *every]
+    out = run_opzoo(*argv, preexec_fn=_file_size_limit(4096))
     assert out.returncode == 74, out.stderr
-    line = _one_error_line(out.stderr)
-    assert f"{str(path)!r}" in line and "File too large" in line and "kept" in line
+    *warnings, line = out.stderr.splitlines()
+    assert warnings == [
+        f"opzoo: warning: cannot write checkpoint {str(path)!r} at step {t}: File too large; the last good "
+        "one is kept, trying again in 1 steps"
+        for t in ([1, 2] if flag == "--checkpoint" else [])
+    ]
+    assert line.startswith("opzoo: error: ") and f"{str(path)!r}" in line and "File too large" in line
+    assert "kept" in line
     assert path.read_bytes() == previous
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == [path.name] + ([f"{path.name}.lock"] if flag == "--checkpoint" else [])  # no temp file
