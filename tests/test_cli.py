@@ -48,7 +48,7 @@ def test_user_mistakes_are_one_line(argv, message, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["train", "--seeds", "100000000000"], "--seeds N must be a positive integer, at most 10000"),
+        (["train", "--seeds", "100000000000"], "--seeds N runs at most 10000 seeds, got '100000000000'"),
         (["train", "--compile-backend", "nosuch"], "--compile-backend 'nosuch' is taken with --compile only"),
         (["train", "--collective-timeout", "0"], "--collective-timeout must be a positive number of seconds"),
         (["train", "--collective-timeout", "1e300"], "at most 604800 (a week), got 1e+300"),

@@ -120,15 +120,6 @@ def test_an_error_on_one_rank_stops_all_with_one_line(tmp_path):
     assert not re.search(r"rank\s*:\s*1 \(local_rank: 1\)", out.stderr)  # it succeeded
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["--seeds", "2"],
-        ["-a", "myrelu,gelu"],
-        ["--compile"],
-        ["--device", "cuda:1"],
-    ],
-)
 def start_torchrun(*args: str, cwd) -> subprocess.Popen:
     """:func:`torchrun` started, not waited for: ten million steps, a loss line at each."""
     env = {k: v for k, v in os.environ.items() if k not in _distributed.ENV} | {"OMP_NUM_THREADS": "1"}
@@ -213,6 +204,15 @@ def test_the_collective_timeout_reaches_the_process_group(monkeypatch):
     assert seen["timeout"] == datetime.timedelta(seconds=7.5)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--seeds", "2"],
+        ["-a", "myrelu,gelu"],
+        ["--compile"],
+        ["--device", "cuda:1"],
+    ],
+)
 @pytest.mark.parametrize("rank", ["0", "1"])
 def test_what_torchrun_does_not_take_is_one_line_on_rank_zero(args, rank, monkeypatch, capsys):
     """--seeds, a comparison, --compile and a GPU index are refused before the process group: one

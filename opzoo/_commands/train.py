@@ -426,8 +426,10 @@ def _parse_seeds(text: str) -> list[int]:
     except ValueError:
         raise ConfigError(f"--seeds takes a count N or a list S,S,..., got {text!r}") from None
     if "," not in text:
-        if len(parts) != 1 or not 0 < parts[0] <= MAX_SEEDS:  # 1e11 seeds was a MemoryError
-            raise ConfigError(f"--seeds N must be a positive integer, at most {MAX_SEEDS}, got {text!r}")
+        if len(parts) != 1 or parts[0] <= 0:
+            raise ConfigError(f"--seeds N must be a positive integer, got {text!r}")
+        if parts[0] > MAX_SEEDS:  # 1e11 seeds was a MemoryError
+            raise ConfigError(f"--seeds N runs at most {MAX_SEEDS} seeds, got {text!r}")
         return list(range(parts[0]))
     if not parts or len(set(parts)) != len(parts):
         raise ConfigError(f"--seeds lists each seed once, got {text!r}")
