@@ -310,8 +310,8 @@ def test_a_data_loader_named_in_a_checkpoint_is_never_imported(tmp_path, monkeyp
     assert out.returncode == 2
     assert _one_error_line(out.stderr) == (
         f"opzoo: error: checkpoint {str(ck)!r} was trained on data from a loader, "
-        "'opzoo_test_ck_loader:load'; opzoo runs no code a file names, so to resume give --data opzoo_test_ck_loader:load yourself, "
-        "if you trust that code\n"
+        "'opzoo_test_ck_loader:load'; opzoo runs no code a file names, so to resume give "
+        "--data opzoo_test_ck_loader:load yourself, if you trust that code\n"
     )
     assert not mark.exists() and _steps(ck) == 4
     assert (
