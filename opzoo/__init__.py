@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from opzoo._contract import Contract, Param
+from opzoo._contract import Contract
 from opzoo._loading import load
+from opzoo._params import Dim, Index, Mask, Param
 from opzoo._records import Failure, Source
-from opzoo._registry import OpSpec, Registry
+from opzoo._registry import Declared, OpSpec, Registry, declare
 from opzoo.exceptions import (
     CheckpointError,
     CompileError,
@@ -28,20 +29,26 @@ from opzoo.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from opzoo import library, nn, testing
-    from opzoo._trainer import TrainConfig, TrainResult, compare, train
+    from opzoo._compare import Comparison, compare
+    from opzoo._trainer import TrainConfig, TrainResult, train
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CheckpointError",
+    "Comparison",
     "CompileError",
     "ConfigError",
     "Contract",
     "ContractError",
+    "Declared",
+    "Dim",
     "DivergedError",
     "DuplicateOpError",
     "Failure",
+    "Index",
     "LibraryError",
+    "Mask",
     "OpNotFoundError",
     "OpSpec",
     "OpZooError",
@@ -53,6 +60,7 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "compare",
+    "declare",
     "failures",
     "get",
     "hookimpl",
@@ -100,17 +108,20 @@ def failures() -> list[Failure]:
     return registry().failures()
 
 
-def register(target: type | None = None, *, name: str | None = None) -> Any:
-    """Register an op in-process (a function, or a decorator with or without ``name=``)."""
-    return registry().register(target, name=name)
+def register(target: Any = None, *, name: str | None = None, contract: Contract | None = None) -> Any:
+    """Register an op in-process (a function, or a decorator with or without ``name=``);
+    ``contract`` declares one for a class from elsewhere, as :func:`declare` does."""
+    return registry().register(target, name=name, contract=contract)
 
 
 def __getattr__(attr: str) -> Any:
     # The trainer, nn, library and testing import torch; load them only when asked for.
     import importlib
 
-    if attr in ("train", "compare", "TrainConfig", "TrainResult"):
+    if attr in ("train", "TrainConfig", "TrainResult"):
         return getattr(importlib.import_module("opzoo._trainer"), attr)
+    if attr in ("compare", "Comparison"):
+        return getattr(importlib.import_module("opzoo._compare"), attr)
     if attr in ("library", "nn", "testing"):
         return importlib.import_module(f"opzoo.{attr}")
     raise AttributeError(f"module 'opzoo' has no attribute {attr!r}")

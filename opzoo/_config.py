@@ -1,4 +1,9 @@
-"""The trainer's settings: :class:`TrainConfig`, what a resume must agree on, the defaults per data set."""
+"""The trainer's settings: :class:`TrainConfig`, what a resume must agree on, the defaults per data set.
+
+Plain Python, no torch: what a setting may be is checked here (:meth:`TrainConfig.validate`); what
+depends on this machine (devices, memory, files, compile backends) is checked by ``_preflight``,
+which imports this module, never the other way round.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from opzoo._preflight import DTYPES, check_compile_backend, check_memory, check_writable, resolve_device
 from opzoo.exceptions import ConfigError
 
 OPTIMIZERS = ("manual", "sgd", "adam")
+# The dtypes a run may take, by name; _preflight maps them to torch's.
+DTYPE_NAMES = ("float32", "float64", "bfloat16")
 # Settings that define the model and its data; a resumed run must agree with its checkpoint on them.
 MODEL_FIELDS = (
     "activation",
@@ -73,7 +79,11 @@ class TrainConfig:
     data: str = "random"
 
     def validate(self) -> None:
-        """Raise ConfigError naming the first invalid setting."""
+        """Raise ConfigError naming the first invalid setting.
+
+        The settings alone, without torch: ``_preflight.check`` runs this, then what depends on the
+        machine (the device, memory, the checkpoint's folder, the compile backend).
+        """
         for name in ("batch", "d_in", "hidden", "d_out", "steps", "log_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -100,33 +110,16 @@ class TrainConfig:
             or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]
         ):
             raise ConfigError(f"seed must be an integer from -2**63 to 2**64-1, got {self.seed!r}")
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPES)}")
+        if self.dtype not in DTYPE_NAMES:
+            raise ConfigError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPE_NAMES)}")
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"unknown optimizer {self.optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
-        if self.checkpoint is not None:
-            check_writable("checkpoint", self.checkpoint)
         if self.compile and self.optimizer != "manual":
             raise ConfigError("`compile` compiles the seed's manual update; it does not take an `optimizer`")
         if self.data != "random" and self.compile:
             raise ConfigError(
                 "`compile` trains on the seed's random data only, not on mini-batches of `data`"
             )
-        if self.compile:
-            check_compile_backend(self.compile_backend)
-        elif self.compile_backend != "inductor":  # ignored, it hid a typo: `--compile-backend nosuch`
+        # A backend without `compile` was ignored: it hid a typo (`--compile-backend nosuch`).
+        if not self.compile and self.compile_backend != "inductor":
             raise ConfigError(f"`compile_backend` {self.compile_backend!r} is taken with `compile` only")
-        check_memory(self, resolve_device(self.device))
-
-
-def config_for(data: str = "random", **given: Any) -> TrainConfig:
-    """Return a TrainConfig for ``data``: its defaults (HELD_OUT_DEFAULTS, and the data set's own d_in and
-    d_out), then the settings ``given``, which win."""
-    defaults: dict[str, Any] = {}
-    if data != "random":
-        defaults.update(HELD_OUT_DEFAULTS)
-        from opzoo import _data
-
-        ds = _data.load(data)
-        defaults.update(d_in=ds.d_in, d_out=ds.d_out)
-    return TrainConfig(data=data, **{**defaults, **given})

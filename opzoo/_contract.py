@@ -9,8 +9,9 @@ import inspect
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, Mapping, Sequence, Union
 
+from opzoo._params import Index, Mask, Param
 from opzoo._signature import ELEMENTWISE, Signature
 from opzoo.exceptions import ContractError, ParamError
 
@@ -19,43 +20,6 @@ KNOWN_DTYPES = ("float64", "float32", "bfloat16", "float16")
 DEFAULT_DTYPES = ("float64", "float32", "bfloat16")
 
 Kinks = Union[Mapping[float, float], Callable[..., Mapping[float, float]]]
-
-
-@dataclass(frozen=True)
-class Param:
-    """A non-tensor parameter of an op: its default and the closed range ``[low, high]`` it accepts.
-
-    An ``int`` default makes an integer parameter (a ``dim``, a count): validated as an int, drawn
-    as ints by the property tests and passed to ``forward`` as an ``int``.
-    """
-
-    default: float | int
-    low: float = -math.inf
-    high: float = math.inf
-    doc: str = ""
-
-    @property
-    def integer(self) -> bool:
-        return isinstance(self.default, int) and not isinstance(self.default, bool)
-
-    def check(self, name: str, value: Any) -> float | int:
-        """Return ``value`` as a float (an int for an integer parameter), or raise
-        :class:`ParamError` if it is not a number in range."""
-        kind = "an integer" if self.integer else "a number"
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                raise ParamError(f"parameter {name!r} must be {kind}, got {value!r}") from None
-        if self.integer:
-            if not (isinstance(value, int) or (math.isfinite(value) and float(value).is_integer())):
-                raise ParamError(f"parameter {name!r} must be an integer, got {value!r}")
-            value = int(value)
-        else:
-            value = float(value)
-        if (not self.integer and math.isnan(value)) or not (self.low <= value <= self.high):
-            raise ParamError(f"parameter {name!r} must lie in [{self.low:g}, {self.high:g}], got {value!r}")
-        return value
 
 
 @dataclass(frozen=True)
@@ -83,6 +47,15 @@ class Contract:
                      ``backward`` must compute. ``reference`` then checks the forward only.
     dtypes:          the floating dtypes the op supports, by torch name.
     formula, derivative: short formulas for the generated docs.
+    inputs:          tensor inputs that are not differentiated, by the forward's name for them (or
+                     their position among the signature's inputs): :class:`Index` (integer: class
+                     targets) or :class:`Mask` (bool). Their gradient is None, rightly.
+    loop_dims:       how many loop dimensions the op takes: None for any (they broadcast), 0 for
+                     an op of a fixed rank (exactly its core dimensions), n for at most n.
+    min_sizes:       the smallest size each named core dimension may have (``{"n": 1}``: the op
+                     refuses an empty one).
+    output_sizes:    how to compute an output dimension that appears in no input, from the inputs'
+                     dimension sizes and the params, by name: ``{"m": lambda l, k: (l + k - 1) // 2}``.
     """
 
     summary: str | None = None
@@ -96,10 +69,15 @@ class Contract:
     dtypes: tuple[str, ...] = DEFAULT_DTYPES
     formula: str = ""
     derivative: str = ""
+    inputs: Mapping[str | int, Index | Mask] = field(default_factory=dict)
+    loop_dims: int | None = None
+    min_sizes: Mapping[str, int] = field(default_factory=dict)
+    output_sizes: Mapping[str, Callable[..., int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Frozen records should not share a mutable dict with their caller.
-        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        for name in ("params", "inputs", "min_sizes", "output_sizes"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         if not callable(self.kinks):
             object.__setattr__(self, "kinks", MappingProxyType(dict(self.kinks)))
         object.__setattr__(self, "dtypes", tuple(str(d).removeprefix("torch.") for d in self.dtypes))
@@ -107,13 +85,30 @@ class Contract:
     @property
     def sig(self) -> Signature:
         """The parsed :attr:`signature`."""
-        return Signature.parse(self.signature)
+        return Signature.parse(self.signature, tuple(self.output_sizes))
 
-    def defaults(self) -> dict[str, float]:
+    @property
+    def axis(self) -> str | None:
+        """The name of the :func:`Dim` parameter, the dimension the op works along; or None."""
+        return next((name for name, p in self.params.items() if p.axis), None)
+
+    def output_shapes(
+        self, shapes: Sequence[Sequence[int]], params: Mapping[str, Any] | None = None
+    ) -> list[tuple[int, ...]]:
+        """The output shapes for input ``shapes`` at ``params`` (the computed sizes included);
+        ``ShapeError`` if the shapes do not fit the signature."""
+        sig = self.sig
+        if not self.output_sizes:
+            return sig.output_shapes(shapes)
+        known = sig.dims(shapes) | dict(params if params is not None else self.defaults())
+        computed = {dim: int(_call_with(fn, known)) for dim, fn in self.output_sizes.items()}
+        return sig.output_shapes(shapes, computed)
+
+    def defaults(self) -> dict[str, Any]:
         """Return every parameter at its default value."""
         return {name: p.default for name, p in self.params.items()}
 
-    def bind(self, params: Mapping[str, Any] | None = None) -> dict[str, float]:
+    def bind(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Return a full, validated parameter dict: defaults overridden by ``params``."""
         params = dict(params or {})
         unknown = sorted(set(params) - set(self.params))
@@ -160,12 +155,9 @@ def contract_of(target: Any) -> Contract:
     return contract
 
 
-def validate(contract: Contract, forward: Callable[..., Any] | None = None, *, ctx: bool = False) -> None:
-    """Raise :class:`ContractError` naming the first thing wrong with ``contract``.
-
-    ``forward`` is checked against the signature and params: it takes ``ctx`` first when ``ctx``
-    (the classic form), then one tensor per signature input, then the params in order.
-    """
+def validate(contract: Contract) -> None:
+    """Raise :class:`ContractError` naming the first thing wrong with ``contract``. (How a forward
+    takes what it declares is checked by :func:`opzoo._arguments.arguments`.)"""
     sig = contract.sig
     if not sig.elementwise:
         if contract.domain != (-math.inf, math.inf):
@@ -190,16 +182,10 @@ def validate(contract: Contract, forward: Callable[..., Any] | None = None, *, c
                 "forward's jumps"
             )
     for name, p in contract.params.items():
-        if not name.isidentifier():
-            raise ContractError(f"parameter name {name!r} is not an identifier")
         if not isinstance(p, Param):
             raise ContractError(f"parameter {name!r} must be an opzoo.Param, got {p!r}")
-        if not p.low <= p.high:
-            raise ContractError(f"parameter {name!r} has an empty range [{p.low}, {p.high}]")
-        try:
-            p.check(name, p.default)
-        except ParamError as exc:
-            raise ContractError(f"default out of range: {exc}") from None
+        p.validate(name)
+    _validate_shapes(contract)
     unknown = [d for d in contract.dtypes if d not in KNOWN_DTYPES]
     if unknown or not contract.dtypes:
         raise ContractError(f"dtypes must be among {KNOWN_DTYPES}, got {contract.dtypes!r}")
@@ -214,8 +200,6 @@ def validate(contract: Contract, forward: Callable[..., Any] | None = None, *, c
             raise ContractError(
                 f"kink {point!r} must lie inside the domain with a finite gradient, got {grad!r}"
             )
-    if forward is not None:
-        _check_forward(contract, forward, ctx)
 
 
 def _pair(what: str, value: Any) -> tuple[float, float]:
@@ -226,27 +210,50 @@ def _pair(what: str, value: Any) -> tuple[float, float]:
     return low, high
 
 
-def _check_forward(contract: Contract, forward: Callable[..., Any], ctx: bool) -> None:
-    """Check that ``forward`` takes the signature's tensors, then the declared params in order."""
+def _validate_shapes(contract: Contract) -> None:
+    """The declarations about shapes: the Dim parameter, loop dims, sizes, and the tensors that are
+    not differentiated."""
+    sig = contract.sig
+    dims = {d for core in (*sig.inputs, *sig.outputs) for d in core if not d.isdigit()}
+    axes = [name for name, p in contract.params.items() if p.axis]
+    if len(axes) > 1:
+        raise ContractError(f"one Dim parameter at most, got {axes!r}")
+    if axes and (any(len(core) > 1 for core in (*sig.inputs, *sig.outputs)) or not any(sig.inputs)):
+        raise ContractError(
+            f"a Dim parameter ({axes[0]!r}) places one core dimension: every input and output of the "
+            f"signature must have one at most, and some input one; the signature is {sig}"
+        )
+    if contract.loop_dims is not None and (
+        not isinstance(contract.loop_dims, int)
+        or isinstance(contract.loop_dims, bool)
+        or contract.loop_dims < 0
+    ):
+        raise ContractError(f"loop_dims must be None or an int >= 0, got {contract.loop_dims!r}")
+    for dim, size in contract.min_sizes.items():
+        if dim not in dims:
+            raise ContractError(f"min_sizes names {dim!r}, which is not a dimension of the signature {sig}")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ContractError(f"min_sizes[{dim!r}] must be an int >= 0, got {size!r}")
+    inputs_dims = {d for core in sig.inputs for d in core}
+    for dim, fn in contract.output_sizes.items():
+        if dim in inputs_dims or not any(dim in core for core in sig.outputs):
+            raise ContractError(
+                f"output_sizes names {dim!r}: only an output dimension that appears in no input is computed"
+            )
+        if not callable(fn):
+            raise ContractError(f"output_sizes[{dim!r}] must be callable, got {fn!r}")
+    for key, kind in contract.inputs.items():
+        if not isinstance(kind, (Index, Mask)):
+            raise ContractError(f"inputs[{key!r}] must be an opzoo.Index or opzoo.Mask, got {kind!r}")
+        kind.validate(f"inputs[{key!r}]", dims)
+
+
+def _call_with(fn: Callable[..., Any], known: Mapping[str, Any]) -> Any:
+    """Call ``fn`` with the keywords it names among ``known`` (dimension sizes and params)."""
     try:
-        sig = inspect.signature(forward)
+        names = inspect.signature(fn).parameters
     except (TypeError, ValueError):
-        return
-    if any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values()):
-        return
-    names = [
-        p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    if ctx:
-        names = names[1:]
-    tensors, params = len(contract.sig.inputs), list(contract.params)
-    if names[len(names) - len(params) :] == params and len(names) - len(params) != tensors:
-        raise ContractError(
-            f"forward takes {len(names) - len(params)} tensor(s) but the signature "
-            f"{contract.signature!r} declares {tensors}"
-        )
-    if names != names[:tensors] + params or len(names) != tensors + len(params):
-        raise ContractError(
-            f"forward takes {names!r}, but the signature {contract.signature!r} declares {tensors} "
-            f"tensor(s), then the params {params!r} in this order"
-        )
+        return fn(**known)
+    if any(p.kind == p.VAR_KEYWORD for p in names.values()):
+        return fn(**known)
+    return fn(**{k: v for k, v in known.items() if k in names})

@@ -11,13 +11,24 @@ from typing import TYPE_CHECKING
 import torch
 
 from opzoo import _files
+from opzoo._config import DTYPE_NAMES
 from opzoo._host import _bytes, memory_available
 from opzoo.exceptions import ConfigError
 
 if TYPE_CHECKING:
     from opzoo._config import TrainConfig
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
+
+
+def check(config: TrainConfig) -> None:
+    """Refuse ``config`` before its first step: its settings, then what this machine must provide."""
+    config.validate()
+    if config.checkpoint is not None:
+        check_writable("checkpoint", config.checkpoint)
+    if config.compile:
+        check_compile_backend(config.compile_backend)
+    check_memory(config, resolve_device(config.device))
 
 
 def check_writable(what: str, path: str) -> None:

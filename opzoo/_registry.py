@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
+from opzoo._arguments import PARAM, TENSOR, Arguments, arguments
 from opzoo._contract import Contract, contract_of, summary_of, validate
 from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist
 from opzoo.exceptions import (
@@ -26,9 +27,53 @@ from opzoo.exceptions import (
     one_line,
 )
 
-__all__ = ["Failure", "OpSpec", "Registry", "Source", "canonical_dist", "import_path", "make_spec"]
+__all__ = [
+    "Declared",
+    "Failure",
+    "OpSpec",
+    "Registry",
+    "Source",
+    "canonical_dist",
+    "declare",
+    "import_path",
+    "make_spec",
+]
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_.\-]*$")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A class with the contract declared for it from outside (:func:`declare`): the class itself
+    is left as it is. An entry point may name this object as it would name the class."""
+
+    target: type
+    contract: Contract
+
+    def __repr__(self) -> str:
+        return f"declare({self.target.__module__}.{self.target.__qualname__})"
+
+
+def declare(target: type, contract: Contract | None = None, **fields: Any) -> Declared:
+    """Declare ``target`` (an existing Function or learnable Module, from any package) as an op with
+    ``contract``, or with a Contract built from ``fields``; the class is not modified.
+
+    ``sparsemax = opzoo.declare(entmax.SparsemaxFunction, signature="(n)->(n)", params={"dim":
+    opzoo.Dim(), "k": opzoo.Param(None, 1, 4)})``, then name ``sparsemax`` in an entry point, or pass
+    it to ``opzoo.register``. The contract is validated when the op is first resolved.
+    """
+    if isinstance(target, Declared):
+        target = target.target
+    if contract is not None and fields:
+        raise ContractError(f"declare() takes a contract or its fields, not both (got {sorted(fields)})")
+    if contract is None:
+        try:
+            contract = Contract(**fields)
+        except TypeError as exc:  # an unknown field
+            raise ContractError(f"declare(): {exc}") from None
+    if not isinstance(contract, Contract):
+        raise ContractError(f"declare() takes an opzoo.Contract, got {type(contract).__name__}")
+    return Declared(target, contract)
 
 
 @dataclass(frozen=True)
@@ -41,6 +86,9 @@ class OpSpec:
     contract: Contract
     source: Source
     summary: str = ""
+    #: How the forward takes its tensors and params (None for a learnable Module: its params go to
+    #: its constructor).
+    arguments: Arguments | None = None
 
     @property
     def module(self) -> str:
@@ -60,10 +108,22 @@ class OpSpec:
         values = self.contract.bind(params)
         if self.kind == "module":
             return self.target(**values)
-        apply, args = self.target.apply, tuple(values.values())
+        apply, plan = self.target.apply, self.arguments
+        assert plan is not None
+        if (
+            plan.slots
+            == tuple((TENSOR, i) for i in range(len(plan.names))) + tuple((PARAM, k) for k in values)
+            and not plan.tensor_params
+        ):
+            args = tuple(values.values())  # the usual order: the call costs nothing more
 
-        def op(*tensors: Any) -> Any:
-            return apply(*tensors, *args)
+            def op(*tensors: Any) -> Any:
+                return apply(*tensors, *args)
+
+        else:
+
+            def op(*tensors: Any) -> Any:
+                return apply(*plan(tensors, values))
 
         op.__name__ = op.__qualname__ = self.name
         return op
@@ -117,6 +177,9 @@ def make_spec(name: str, target: Any, source: Source) -> OpSpec:
     """Validate ``target`` as an op and return its spec; raise ContractError on what is wrong."""
     import torch
 
+    declared = None
+    if isinstance(target, Declared):
+        target, declared = target.target, target.contract
     if not inspect.isclass(target):
         raise ContractError(f"{target!r} is not a class (expected a torch.autograd.Function subclass)")
     if issubclass(target, torch.autograd.Function):
@@ -136,16 +199,21 @@ def make_spec(name: str, target: Any, source: Source) -> OpSpec:
             f"{target.__module__}.{target.__qualname__} is not a torch.autograd.Function "
             "or torch.nn.Module subclass"
         )
-    contract = contract_of(target)
-    # The classic form, forward(ctx, ...), is the one that does not define setup_context.
-    ctx = forward is not None and target.setup_context is torch.autograd.Function.setup_context
-    validate(contract, forward, ctx=ctx)
+    contract = declared if declared is not None else contract_of(target)
+    validate(contract)
+    plan = None
+    if forward is not None:
+        # The classic form, forward(ctx, ...), is the one that does not define setup_context.
+        ctx = target.setup_context is torch.autograd.Function.setup_context
+        plan = arguments(contract, forward, ctx=ctx)
     if kind == "module" and contract.surrogate is not None:
         raise ContractError(
             "a surrogate applies to Functions only: a learnable Module's backward is autograd's, the "
             "derivative of its forward"
         )
-    return OpSpec(name, target, kind, contract, source, summary_of(target, contract))
+    if kind == "module" and (contract.inputs or contract.axis):
+        raise ContractError("a learnable Module takes float tensors only, along their last dimensions")
+    return OpSpec(name, target, kind, contract, source, summary_of(target, contract), plan)
 
 
 def import_path(path: str) -> Any:
@@ -224,23 +292,29 @@ class Registry:
         """Record a plugin failure that is not tied to a single offer."""
         self._failures.append(failure)
 
-    def register(self, target: type | None = None, *, name: str | None = None) -> Any:
+    def register(
+        self, target: Any = None, *, name: str | None = None, contract: Contract | None = None
+    ) -> Any:
         """Register an op in-process; usable as ``register(Fn)`` or as a decorator.
 
-        The op is validated at once. A name already taken raises :class:`DuplicateOpError`, except
-        that re-running a notebook cell that defines the same class again replaces it.
+        ``contract`` declares one for a class that has none (or another), leaving the class as it
+        is, as :func:`declare` does; ``target`` may also be what ``declare`` returned. The op is
+        validated at once. A name already taken raises :class:`DuplicateOpError`, except that
+        re-running a notebook cell that defines the same class again replaces it.
         """
 
-        def add(cls: type) -> type:
-            key = (name or cls.__name__).lower()
-            source = Source(entry_point=f"{cls.__module__}:{cls.__qualname__}")
-            spec = make_spec(key, cls, source)
+        def add(cls: Any) -> Any:
+            offered = declare(cls, contract) if contract is not None else cls
+            inner = offered.target if isinstance(offered, Declared) else offered
+            key = (name or inner.__name__).lower()
+            source = Source(entry_point=f"{inner.__module__}:{inner.__qualname__}")
+            spec = make_spec(key, offered, source)
             existing = self._offers.get(key, [])
             if existing:
                 same = [o for o in existing if o.source == source]
                 if len(same) != len(existing):
                     raise DuplicateOpError(key, [str(o.source) for o in existing] + [str(source)])
-            self._offers[key] = [_Offer(key, source, cls, spec=spec)]
+            self._offers[key] = [_Offer(key, source, offered, spec=spec)]
             return cls
 
         return add(target) if target is not None else add

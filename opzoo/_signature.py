@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Mapping, Sequence
 
 from opzoo.exceptions import ContractError
 
@@ -34,14 +34,15 @@ class Signature:
     outputs: tuple[tuple[str, ...], ...]
 
     @classmethod
-    def parse(cls, text: str) -> Signature:
-        """Parse ``text``; raise :class:`ContractError` saying where it is malformed."""
+    def parse(cls, text: str, computed: Iterable[str] = ()) -> Signature:
+        """Parse ``text``; raise :class:`ContractError` saying where it is malformed. ``computed``
+        names the output dimensions whose sizes a contract computes (they appear in no input)."""
         if cls is Signature and isinstance(text, str):
-            return _parse(text)  # contract.sig is read hundreds of times per check
-        return cls._parse(text)
+            return _parse(text, tuple(computed))  # contract.sig is read hundreds of times per check
+        return cls._parse(text, tuple(computed))
 
     @classmethod
-    def _parse(cls, text: str) -> Signature:
+    def _parse(cls, text: str, computed: tuple[str, ...] = ()) -> Signature:
         if not isinstance(text, str):
             raise ContractError(f"signature must be a string like '(n,k),(k,m)->(n,m)', got {text!r}")
         left, arrow, right = text.partition("->")
@@ -51,10 +52,10 @@ class Signature:
         outputs = _cores(text, right, len(left) + 2)
         for core in outputs:
             for dim in core:
-                if not dim.isdigit() and not any(dim in c for c in inputs):
+                if not dim.isdigit() and not any(dim in c for c in inputs) and dim not in computed:
                     raise ContractError(
                         f"signature {text!r}: output dimension {dim!r} appears in no input, so its size "
-                        "cannot be known"
+                        "cannot be known (declare how to compute it: output_sizes=)"
                     )
         return cls(inputs, outputs)
 
@@ -73,8 +74,21 @@ class Signature:
         """The inputs with one scalar output: the form hypothesis's shape strategy accepts."""
         return str(Signature(self.inputs, ((),)))
 
-    def output_shapes(self, shapes: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
-        """The output shapes for input ``shapes``; :class:`ShapeError` if they do not fit."""
+    def dims(self, shapes: Sequence[Sequence[int]]) -> dict[str, int]:
+        """The size of each named core dimension for input ``shapes``; :class:`ShapeError` if they
+        do not fit."""
+        return self._fit(shapes)[0]
+
+    def output_shapes(
+        self, shapes: Sequence[Sequence[int]], computed: Mapping[str, int] | None = None
+    ) -> list[tuple[int, ...]]:
+        """The output shapes for input ``shapes`` (``computed``: the sizes of output dimensions that
+        appear in no input); :class:`ShapeError` if they do not fit."""
+        sizes, loop = self._fit(shapes)
+        sizes = sizes | dict(computed or {})
+        return [loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core) for core in self.outputs]
+
+    def _fit(self, shapes: Sequence[Sequence[int]]) -> tuple[dict[str, int], tuple[int, ...]]:
         if len(shapes) != len(self.inputs):
             raise ShapeError(f"{len(shapes)} input(s) given, the signature {self} takes {len(self.inputs)}")
         sizes: dict[str, int] = {}
@@ -91,8 +105,7 @@ class Signature:
                 want = int(dim) if dim.isdigit() else sizes.setdefault(dim, size)
                 if size != want:
                     raise ShapeError(f"input {i} has shape {shape}: dimension {dim!r} is {size}, not {want}")
-        loop = broadcast(loops)
-        return [loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core) for core in self.outputs]
+        return sizes, broadcast(loops)
 
     def loop_shape(self, shapes: Sequence[Sequence[int]]) -> tuple[int, ...]:
         """The broadcast loop dimensions of input ``shapes``."""
@@ -112,8 +125,8 @@ def broadcast(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _parse(text: str) -> Signature:
-    return Signature._parse(text)
+def _parse(text: str, computed: tuple[str, ...]) -> Signature:
+    return Signature._parse(text, computed)
 
 
 def _cores(text: str, part: str, offset: int) -> tuple[tuple[str, ...], ...]:

@@ -14,11 +14,11 @@ import os
 import time
 import warnings
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import torch
 
-from opzoo import _checkpoint, _distributed, _lifetime, _resume, _update
+from opzoo import _checkpoint, _distributed, _lifetime, _preflight, _resume, _update
 from opzoo._compiled import compiled_step
 
 # The settings and the checkpoint helpers live in their own modules; importers of the trainer find
@@ -29,14 +29,13 @@ from opzoo._config import (  # noqa: F401
     OPTIMIZERS,
     SEED_RANGE,
     TrainConfig,
-    config_for,
 )
 from opzoo._distributed import World
 from opzoo._network import build
 from opzoo._preflight import DTYPES, check_writable, resolve_device  # noqa: F401
 from opzoo._resume import read_checkpoint, saved_config  # noqa: F401
-from opzoo.exceptions import ConfigError, ContractError, DivergedError, ParamError
-from opzoo.nn import Activation, TorchActivation, params_of
+from opzoo.exceptions import ConfigError, ContractError, DivergedError
+from opzoo.nn import Activation, TorchActivation
 
 if TYPE_CHECKING:
     from opzoo._registry import Registry
@@ -80,6 +79,18 @@ class TrainResult:
             "diverged_at": self.diverged_at,
             "config": asdict(self.config) | {"act_args": dict(self.config.act_args)},
         }
+
+
+def config_for(data: str = "random", **given: Any) -> TrainConfig:
+    """Return a TrainConfig for ``data``: its defaults (HELD_OUT_DEFAULTS, and the data set's own d_in and
+    d_out), then the settings ``given``, which win."""
+    defaults: dict[str, Any] = {}
+    if data != "random":
+        from opzoo import _data
+
+        ds = _data.load(data)
+        defaults.update(HELD_OUT_DEFAULTS, d_in=ds.d_in, d_out=ds.d_out)
+    return TrainConfig(data=data, **{**defaults, **given})
 
 
 def make_data(config: TrainConfig) -> dict[str, torch.Tensor]:
@@ -182,7 +193,7 @@ def run(
     with contextlib.ExitStack() as stack:
 
         def prepare() -> _Prepared:
-            config.validate()
+            _preflight.check(config)
             resolved = _resolved(config)
             for context in (_writer_lock, _determinism, _small_batches):
                 stack.enter_context(context(resolved))
@@ -444,44 +455,6 @@ def _backward(config: TrainConfig, loss: torch.Tensor, w1: torch.Tensor, *, firs
             f"activation {config.activation!r} returned None as the gradient of its input, so w1 "
             "would never learn; its backward must return a tensor shaped like the input"
         )
-
-
-def compare(
-    config: TrainConfig,
-    activations: Sequence[str],
-    *,
-    registry: Registry | None = None,
-    on_log: Callable[[str, int, float], None] | None = None,
-    progress: bool = False,
-) -> list[TrainResult]:
-    """Train each activation on the same data and initial weights; return one result each."""
-    if config.checkpoint or config.resume:
-        raise ConfigError("`checkpoint` and `resume` take one activation, not a comparison")
-    config.validate()
-    # Each activation gets the --act-arg values it takes; a value no activation takes is an error.
-    own = {
-        name: {k: v for k, v in config.act_args.items() if k in params_of(name, registry=registry)}
-        for name in activations
-    }
-    unused = sorted(set(config.act_args) - {k for args in own.values() for k in args})
-    if unused:
-        raise ParamError(f"no activation among {', '.join(activations)} takes parameter {unused[0]!r}")
-    for name in activations:  # fail on a bad name or value before any training starts
-        build(name, own[name], linear=config.linear, loss=config.loss, registry=registry)
-    data = make_data(config)
-    results = []
-    for name in activations:
-        log = None if on_log is None else (lambda t, v, n=name: on_log(n, t, v))
-        cfg = replace(config, activation=name, act_args=own[name])
-        # One activation diverging says something about it, not about the others: they go on.
-        try:
-            results.append(
-                run(cfg, registry=registry, data=data, on_log=log, progress=progress, stop_on_divergence=True)
-            )
-        except _lifetime.Stopped as stop:
-            stop.results[:0] = results  # what finished before the signal is kept
-            raise
-    return results
 
 
 def _args_label(act: Activation | TorchActivation) -> str:

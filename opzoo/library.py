@@ -22,7 +22,6 @@ appended, so distinct opzoo names never share a torch name (``my-op`` -> ``my_op
 from __future__ import annotations
 
 import hashlib
-import inspect
 import math
 import re
 import threading
@@ -31,6 +30,7 @@ from typing import Any, Sequence
 
 import torch
 
+from opzoo._arguments import TENSOR
 from opzoo._registry import OpSpec, Registry
 from opzoo.exceptions import LibraryError, one_line
 
@@ -106,39 +106,66 @@ def load(registry: Registry | None = None) -> dict[str, Any]:
 
 
 def schema(spec: OpSpec) -> str:
-    """The torch.library schema of ``spec``: ``(Tensor x, float alpha=1.0) -> Tensor``."""
+    """The torch.library schema of ``spec``: ``(Tensor x, float alpha=1.0) -> Tensor``. Every tensor
+    input first (targets and masks too), then each param with its declared default: ``float``,
+    ``int``, ``bool``, ``str``, ``int[]``/``float[]`` for a tuple, ``float?``/``int?`` for an optional
+    one."""
     names = _tensor_names(spec)
     args = [f"Tensor {n}" for n in names]
     for pname, p in spec.contract.params.items():
-        if p.integer:
-            args.append(f"int {pname}={int(p.default)}")
-        else:
-            default = float(p.default)
-            if not math.isfinite(default):
-                raise LibraryError(
-                    f"op {spec.name!r}: parameter {pname!r} has the default {default!r}, which a "
-                    "torch.library schema cannot hold"
-                )
-            args.append(f"float {pname}={default!r}")
+        args.append(f"{_schema_type(spec, pname, p)} {pname}={_schema_default(spec, pname, p.default)}")
     outs = len(spec.contract.sig.outputs)
     returns = "Tensor" if outs == 1 else "(" + ", ".join(["Tensor"] * outs) + ")"
     return f"({', '.join(args)}) -> {returns}"
+
+
+def _schema_type(spec: OpSpec, name: str, p: Any) -> str:
+    if p.kind == "number":
+        return "int" if p.integer else "float"
+    if p.kind == "optional":
+        return "int?" if p.integer else "float?"
+    values = p.values()
+    for kind, type_ in ((bool, "bool"), (str, "str"), (int, "int"), (float, "float")):
+        if all(isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) for v in values):
+            return type_
+    for kind, type_ in ((int, "int[]"), (float, "float[]")):
+        if all(isinstance(v, tuple) and all(type(e) is kind for e in v) for v in values):
+            return type_
+    raise LibraryError(
+        f"op {spec.name!r}: parameter {name!r} takes {values!r}, which a torch.library schema cannot hold"
+    )
+
+
+def _schema_default(spec: OpSpec, name: str, value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_schema_default(spec, name, v) for v in value) + "]"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise LibraryError(
+            f"op {spec.name!r}: parameter {name!r} has the default {value!r}, which a "
+            "torch.library schema cannot hold"
+        )
+    return repr(value)
 
 
 # -- building one op ------------------------------------------------------------------------------
 
 
 def _define(spec: OpSpec, tname: str) -> Any:
-    target, sig = spec.target, spec.contract.sig
+    target, sig, plan = spec.target, spec.contract.sig, spec.arguments
+    assert plan is not None
     tensors = len(sig.inputs)
     forward = target.forward
     defaults = spec.contract.defaults()
 
     def full(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         # The dispatcher drops trailing args equal to their defaults (so that saved programs stay
-        # loadable when a param is added): forward takes them all, in order.
+        # loadable when a param is added): forward takes them all, in its own order.
         given = dict(zip(defaults, args[tensors:])) | kwargs
-        return (*args[:tensors], *(given.get(k, v) for k, v in defaults.items()))
+        return plan(args[:tensors], {k: _plain(given.get(k, v)) for k, v in defaults.items()})
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
         out = forward(*full(args, kwargs))
@@ -156,7 +183,21 @@ def _define(spec: OpSpec, tname: str) -> Any:
         return _fake_outputs(spec, args[:tensors])
 
     definition.register_fake(fake)
-    definition.register_autograd(target.backward, setup_context=target.setup_context)
+    # The schema takes the tensors, then the params; forward (and so setup_context and backward)
+    # takes them in its own order: each side sees its own.
+    slots = plan.slots
+    where = [slots.index((TENSOR, i)) for i in range(tensors)]
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        given = dict(zip(defaults, inputs[tensors:]))
+        target.setup_context(ctx, plan(inputs[:tensors], {k: _plain(v) for k, v in given.items()}), output)
+
+    def backward(ctx: Any, *grads: Any) -> Any:
+        out = target.backward(ctx, *grads)
+        out = out if isinstance(out, tuple) else (out,)
+        return (*(out[k] if k < len(out) else None for k in where), *(None for _ in defaults))
+
+    definition.register_autograd(backward, setup_context=setup_context)
     _fuse_under_inductor(tname, lambda *args, **kwargs: forward(*full(args, kwargs)))
     return definition
 
@@ -181,6 +222,11 @@ def _fuse_under_inductor(tname: str, forward: Any) -> None:
     tables = [inductor.decompositions, getattr(inductor, "fast_random_decomps", dict)()]
     for table in tables:
         table[overload] = forward
+
+
+def _plain(value: Any) -> Any:
+    """A param as forward takes it: a schema's ``int[]`` arrives as a list, declared as a tuple."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _unaliased(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -260,11 +306,7 @@ def _tensor_names(spec: OpSpec) -> list[str]:
     """The forward's own names for its tensor inputs where they read well, else x, or x0, x1, ..."""
     n = len(spec.contract.sig.inputs)
     fallback = ["x"] if n == 1 else [f"x{i}" for i in range(n)]
-    try:
-        params = list(inspect.signature(spec.target.forward).parameters.values())
-    except (TypeError, ValueError):
-        return fallback
-    names = [p.name for p in params[:n] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = list(spec.arguments.names) if spec.arguments is not None else fallback
     taken = set(spec.contract.params)
     if len(names) != n or len(set(names)) != n or any(not _PLAIN.match(x) or x in taken for x in names):
         return fallback

@@ -12,7 +12,7 @@ from wrong_ops import WrongStrides
 
 import opzoo
 from opzoo import library
-from opzoo.testing import check_property
+from opzoo.testing import bind, check_property
 from opzoo.testing._library import check_library
 
 # -- fixture ops: an n-ary op and a multi-output op, in the setup_context form --------------------
@@ -240,7 +240,7 @@ def test_opcheck_and_bit_for_bit_gradients(reg, name, inputs, params):
     """n-ary, multi-output and parametrised ops pass opcheck (all four tests) in every declared dtype,
     and their outputs and gradients through torch.ops.opzoo equal Function.apply's exactly."""
     spec = reg.info(name) if name.startswith("lib") else opzoo.info(name)
-    check_library(spec, spec.contract.bind(params), leaves(*inputs), full=True)
+    check_library(bind(spec, params), leaves(*inputs), full=True)
 
 
 def test_gradient_equals_the_functions_bit_for_bit():

@@ -113,7 +113,7 @@ def test_offers_are_lazy():
     [
         ("fakeops:NotAnOp", "is not a torch.autograd.Function or torch.nn.Module subclass"),
         ("fakeops:hook_module_ops", "is not a class"),
-        ("fakeops:WrongSignature", "then the params ['alpha'] in this order"),
+        ("fakeops:WrongSignature", "parameter 'alpha' is not an argument of forward, which takes (x)"),
         ("fakeops:Missing", "AttributeError"),
     ],
 )
@@ -218,14 +218,19 @@ def test_module_ops_build_modules():
 
 PUBLIC_API = [
     "CheckpointError",
+    "Comparison",
     "CompileError",
     "ConfigError",
     "Contract",
     "ContractError",
+    "Declared",
+    "Dim",
     "DivergedError",
     "DuplicateOpError",
     "Failure",
+    "Index",
     "LibraryError",
+    "Mask",
     "OpNotFoundError",
     "OpSpec",
     "OpZooError",
@@ -237,6 +242,7 @@ PUBLIC_API = [
     "TrainConfig",
     "TrainResult",
     "compare",
+    "declare",
     "failures",
     "get",
     "hookimpl",

@@ -83,7 +83,7 @@ def test_act_args_must_be_taken_by_the_activation():
     with pytest.raises(opzoo.ParamError, match="'myrelu' takes no parameter 'alpha'; its parameters: none"):
         opzoo.train(**SMALL, activation="myrelu", act_args={"alpha": 2.0})
     cfg = _trainer.TrainConfig(**SMALL, act_args={"negative_slope": 0.2})
-    results = _trainer.compare(cfg, ["leaky_relu", "myrelu", "torch:leaky_relu"])
+    results = opzoo.compare(cfg, ["leaky_relu", "myrelu", "torch:leaky_relu"])
     assert [r.label for r in results] == [
         "leaky_relu(negative_slope=0.2)",
         "myrelu",
@@ -91,7 +91,7 @@ def test_act_args_must_be_taken_by_the_activation():
     ]
     assert results[0].losses == results[2].losses  # the baseline got the same slope
     with pytest.raises(opzoo.ParamError, match="no activation among myrelu, silu takes parameter 'beta'"):
-        _trainer.compare(_trainer.TrainConfig(**SMALL, act_args={"beta": 1.0}), ["myrelu", "silu"])
+        opzoo.compare(_trainer.TrainConfig(**SMALL, act_args={"beta": 1.0}), ["myrelu", "silu"])
 
 
 def test_act_lr_sets_the_activations_learning_rate():
@@ -121,7 +121,7 @@ def test_learnable_activation_compiles():
 
 def test_compare_uses_the_same_data_and_initial_weights():
     """Compared activations start from the same data: identical ops give identical losses."""
-    results = _trainer.compare(_trainer.TrainConfig(**SMALL), ["myrelu", "torch:relu", "bentid"])
+    results = opzoo.compare(_trainer.TrainConfig(**SMALL), ["myrelu", "torch:relu", "bentid"])
     assert [r.label for r in results] == ["myrelu", "torch:relu", "bentid"]
     assert results[0].losses[0] == results[1].losses[0]
     assert results[0].losses[0] != results[2].losses[0]
@@ -621,7 +621,7 @@ def test_a_diverging_activation_is_marked_and_the_others_go_on():
     rows = {line.split()[0]: line for line in out.stdout.splitlines()[2:]}
     assert "diverged at step 1" in rows["legendre_p3"]
     assert "diverged" not in rows["myrelu"] and "diverged" not in rows["gelu"]
-    results = _trainer.compare(
+    results = opzoo.compare(
         _trainer.TrainConfig(steps=20, d_in=50, seed=0, device="cpu"), ["legendre_p3", "myrelu"]
     )
     assert results[0].diverged_at == 1 and results[0].to_dict()["final_loss"] is None
@@ -663,7 +663,6 @@ def test_seeds_give_mean_and_spread_a_rank_every_run_in_json_and_a_band_plot(tmp
 
 def test_seeds_table_statistics():
     """The table's mean and std are those of the runs, and the rank follows accuracy."""
-    from opzoo._commands.train import _seeds_table
 
     def result(label, loss, acc, seed):
         cfg = _trainer.TrainConfig(seed=seed)
@@ -671,11 +670,106 @@ def test_seeds_table_statistics():
 
     runs = [result("a", 1.0, 0.5, 0), result("b", 2.0, 0.9, 0)]
     runs += [result("a", 3.0, 0.7, 1), result("b", 2.0, 0.9, 1)]
-    head, rows = _seeds_table(runs)
+    head, rows = opzoo.Comparison(tuple(runs), seeds=(0, 1)).table()
     assert rows == [
         ("2", "a", "2 ± 1.4", "0.6000 ± 0.1414", "2"),
         ("1", "b", "2 ± 0", "0.9000 ± 0.0000", "2"),
     ]
+
+
+def test_compare_takes_seeds_and_returns_every_run_seed_by_seed():
+    """opzoo.compare(activations=..., seeds=N): each seed's activations start from that seed's data,
+    each run is the run that seed gives alone, and on_log hears the seed."""
+    small = {k: v for k, v in SMALL.items() if k != "seed"}
+    heard = set()
+    comparison = opzoo.compare(
+        activations=["myrelu", "torch:relu", "gelu"],
+        seeds=[3, 5],
+        on_log=lambda name, t, loss, seed: heard.add((name, seed)),
+        log_every=10,
+        **small,
+    )
+    assert isinstance(comparison, opzoo.Comparison) and comparison.seeds == (3, 5)
+    assert [(r.label, r.config.seed) for r in comparison] == [
+        ("myrelu", 3),
+        ("torch:relu", 3),
+        ("gelu", 3),
+        ("myrelu", 5),
+        ("torch:relu", 5),
+        ("gelu", 5),
+    ]
+    assert heard == {(n, s) for n in ("myrelu", "torch:relu", "gelu") for s in (3, 5)}
+    assert comparison[0].losses[0] == comparison[1].losses[0]  # one seed: the same data and weights
+    assert comparison[0].losses[0] != comparison[3].losses[0]  # another seed: other data
+    alone = opzoo.train(activation="gelu", **SMALL)  # SMALL's seed is 3
+    assert alone.losses == comparison[2].losses
+    standings = comparison.ranking()
+    assert [s.rank for s in standings] == [1, 2, 3]
+    assert {s.label for s in standings} == {"myrelu", "torch:relu", "gelu"}
+    assert all(len(s.runs) == 2 for s in standings)
+    losses = [s.final_loss.mean for s in standings]
+    assert losses == sorted(losses)
+
+
+def test_the_cli_prints_the_librarys_table():
+    """`opzoo train -a A,B --seeds N` prints Comparison.table(), and its ranks are ranking()'s."""
+    from opzoo._table import text_table
+
+    argv = ["-a", "myrelu,softsign", "--steps", "20", "--d-in", "30", "--device", "cpu"]
+    out = run_opzoo("train", *argv, "--seeds", "2", "--quiet")
+    assert out.returncode == 0, out.stderr
+    comparison = opzoo.compare(activations=["myrelu", "softsign"], seeds=2, steps=20, d_in=30, device="cpu")
+    assert out.stdout == "\n" + text_table(*comparison.table(), wrap_last=False) + "\n"
+    _, rows = comparison.table()
+    assert {(s.rank, s.label) for s in comparison.ranking()} == {(int(r[0]), r[1]) for r in rows}
+
+
+def test_ranking_puts_diverged_activations_last_and_keeps_ties_in_order():
+    """ranking(): the lower mean final loss first, a tie in the order given, all-diverged last."""
+
+    def result(label, loss, seed, diverged_at=None):
+        return _trainer.TrainResult(
+            _trainer.TrainConfig(seed=seed), label, [loss], 1, 1.0, {}, None, diverged_at
+        )
+
+    runs = [
+        result("gone", 1.0, 0, diverged_at=4),
+        result("b", 2.5, 0),
+        result("c", 1.0, 0),
+        result("d", 2.0, 0),
+    ]
+    runs += [
+        result("gone", 1.0, 1, diverged_at=2),
+        result("b", 2.5, 1),
+        result("c", 3.0, 1),
+        result("d", 2.0, 1),
+    ]
+    standings = opzoo.Comparison(tuple(runs), seeds=(0, 1)).ranking()
+    assert [(s.rank, s.label) for s in standings] == [(1, "c"), (2, "d"), (3, "b"), (4, "gone")]
+    assert standings[0].final_loss == (2.0, pytest.approx(2**0.5))
+    assert standings[3].final_loss is None and standings[3].diverged_at == [4, 2]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"seeds": 0}, "`seeds` N must be a positive integer, got 0"),
+        ({"seeds": [1, 1]}, "`seeds` lists each seed once"),
+        ({"seeds": "3"}, "`seeds` takes a count N or a list of seeds"),
+        ({"seeds": [0, 1.5]}, "`seeds` takes integers"),
+        ({"seeds": 2, "seed": 1}, "`seeds` runs each of its seeds; leave out `seed`"),
+        ({"seeds": 2, "checkpoint": "ck.pt"}, "`checkpoint` takes one run, not `seeds`"),
+        ({"activations": []}, "`activations` needs at least one op name"),
+        ({"seeds": [0, 2**64]}, "seed must be an integer from -2**63 to 2**64-1"),
+    ],
+)
+def test_compare_refuses_bad_seeds_before_any_training(kwargs, message):
+    """A bad seed, anywhere in `seeds`, or a setting a comparison does not take, is refused before the
+    first run starts."""
+    logged = []
+    with pytest.raises(opzoo.ConfigError, match=message.replace("*", r"\*")):
+        opzoo.compare(activations=kwargs.pop("activations", ["myrelu"]), on_log=logged.append, **kwargs)
+    assert logged == []
 
 
 @pytest.mark.parametrize(
@@ -704,3 +798,15 @@ def test_held_out_data_runs_on_one_thread_and_restores_the_setting():
         on_log=lambda t, v: seen.append(torch.get_num_threads()),
     )
     assert seen == [1, 1] and torch.get_num_threads() == before
+
+
+def test_the_settings_import_no_torch():
+    """_config is plain Python: importing it, building and validating a TrainConfig loads no torch
+    (tests/test_architecture.py checks the import graph, deferred imports included)."""
+    code = (
+        "import sys; from opzoo._config import TrainConfig; TrainConfig(lr=0.1).validate(); "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

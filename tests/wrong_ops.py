@@ -503,6 +503,52 @@ class WrongStrides(torch.autograd.Function):
         return grad * (x >= 0)
 
 
+class CrashesOn1d(torch.autograd.Function):
+    """A softmax over the last dimension that crashes on 1-D input (a batch dimension assumed, as
+    one published sparsemax does)."""
+
+    opzoo_contract = opzoo.Contract(signature="(n)->(n)", double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        if x.dim() == 1:
+            raise RuntimeError(f"expand(torch.LongTensor{{[1, {x.shape[0]}]}}, size=[{x.shape[0]}])")
+        return torch.softmax(x, -1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return y * (grad - (grad * y).sum(-1, keepdim=True))
+
+
+class ZeroesGradOutputRejectsEmpty(torch.autograd.Function):
+    """A row sum that refuses an empty row (a limit, reported once by accepts), and whose backward
+    zeroes grad_output in place when done with it (a bug, which the refusal must not hide)."""
+
+    opzoo_contract = opzoo.Contract(signature="(n)->()")
+
+    @staticmethod
+    def forward(x):
+        if x.shape[-1] == 0:
+            raise ValueError("empty row")
+        return x.sum(-1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.shape = inputs[0].shape
+
+    @staticmethod
+    def backward(ctx, grad):
+        out = grad.unsqueeze(-1).expand(ctx.shape).clone()
+        if not grad.requires_grad:
+            grad.zero_()
+        return out
+
+
 WRONG = {
     "wrong_sign": (WrongSign, "gradient", "Jacobian mismatch"),
     "wrong_part": (WrongOnPartOfDomain, "gradient", "Jacobian mismatch"),
@@ -560,12 +606,19 @@ WRONG = {
     ),
     "grad_output_as_scratch": (GradOutputAsScratch, "hygiene", "backward mutated grad_output"),
     "wrong_strides": (WrongStrides, "library", "test_faketensor"),
+    "crashes_on_1d": (CrashesOn1d, "accepts", "the forward raised RuntimeError: expand"),
+    "zeroes_grad_output_rejects_empty": (
+        ZeroesGradOutputRejectsEmpty,
+        "hygiene",
+        "backward mutated grad_output",
+    ),
 }
 
 
 #: The blind spots: ops that every property but the one named in WRONG passes (or skips). Every
 #: property has one (test_properties): a property no wrong op needs is dead weight, or untested.
 ONLY = [
+    "crashes_on_1d",
     "wrong_at_undeclared_kink",
     "silent_double_backward",
     "off_reference",

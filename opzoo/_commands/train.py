@@ -170,16 +170,20 @@ def run_train(args: argparse.Namespace) -> int:
         raise _distributed.timed_out(exc, world, args.collective_timeout) or exc
 
 
-def _names(args: argparse.Namespace) -> list[str]:
-    names = [n.strip() for n in getattr(args, "activation", "myrelu").split(",") if n.strip()]
+def _names(args: argparse.Namespace) -> list[str] | None:
+    """The op names of --activation; None when it is not given (the config's default, or a resumed
+    run's, holds the one name then)."""
+    if not hasattr(args, "activation"):
+        return None
+    names = [n.strip() for n in args.activation.split(",") if n.strip()]
     if not names:
         raise ConfigError("--activation needs at least one op name")
     return names
 
 
-def _refuse_under_torchrun(args: argparse.Namespace, names: list[str]) -> None:
+def _refuse_under_torchrun(args: argparse.Namespace, names: list[str] | None) -> None:
     """What data-parallel training does not do, refused on every rank before the process group."""
-    if len(names) > 1:
+    if names is not None and len(names) > 1:
         raise ConfigError("under torchrun give one --activation; a comparison runs in one process")
     if args.seeds is not None:
         raise ConfigError("under torchrun --seeds is not taken; run one seed per torchrun")
@@ -187,7 +191,7 @@ def _refuse_under_torchrun(args: argparse.Namespace, names: list[str]) -> None:
         raise ConfigError("under torchrun --compile is not taken: it compiles one process's whole step")
 
 
-def _train(args: argparse.Namespace, names: list[str], world: Any) -> int:
+def _train(args: argparse.Namespace, names: list[str] | None, world: Any) -> int:
     """Train and report; ``world`` is this process's torchrun rank (None for one process)."""
     from opzoo import _trainer
 
@@ -200,7 +204,6 @@ def _train(args: argparse.Namespace, names: list[str], world: Any) -> int:
         config, registry, seeds = _distributed.agree(world, lambda: _prepare(args, names, outputs=main))
     if args.export:
         from opzoo import _export
-    names = [config.activation] if len(names) == 1 else names
     if not main:  # only rank 0 prints and writes; the others train their shards
         _trainer.run(config, registry=registry, world=world)
         return EXIT_OK
@@ -208,12 +211,10 @@ def _train(args: argparse.Namespace, names: list[str], world: Any) -> int:
     progress = show and sys.stdout.isatty()
     from opzoo._lifetime import Stopped
 
-    results: list[Any] = []
     try:
-        results = _run(args, config, registry, names, seeds, world, show, progress, results)
+        comparison, results = _run(args, config, registry, names, seeds, world, show, progress)
     except Stopped as stop:
-        return _stopped(args, results + stop.results, seeds is not None, stop)
-    many = len(results) > 1 or seeds is not None
+        return _stopped(args, stop.results, seeds is not None, stop)
 
     if args.metrics:
         _write_metrics(args.metrics, results, with_seed=seeds is not None)
@@ -223,26 +224,23 @@ def _train(args: argparse.Namespace, names: list[str], world: Any) -> int:
         from opzoo._plot import plot_bands, plot_losses
 
         title = f"opzoo train: N={config.batch}, D_in={config.d_in}, H={config.hidden}, lr={config.lr:g}"
-        if seeds is not None:
-            runs = _by_label(results)
+        if comparison is not None and seeds is not None:
             title += f", {len(seeds)} seeds"
-            curves = [(label, [r.losses for r in rs if r.diverged_at is None]) for label, rs in runs]
+            curves = [
+                (label, [r.losses for r in rs if r.diverged_at is None])
+                for label, rs in comparison.by_activation()
+            ]
             plot_bands(args.plot, curves, title)
         else:
             plot_losses(args.plot, [(r.label, r.losses) for r in results], title)
     if args.json:
         out = [r.to_dict() for r in results]
-        print_json(args, json.dumps(out if many else out[0], indent=2))
-    elif many:
+        print_json(args, json.dumps(out if comparison is not None else out[0], indent=2))
+    elif comparison is not None:
         from opzoo._table import text_table
 
         print()
-        print(
-            text_table(
-                *(_seeds_table(results) if seeds is not None else _table(results)),
-                wrap_last=False,
-            )
-        )
+        print(text_table(*comparison.table(), wrap_last=False))
     elif not args.quiet:
         sys.stdout.flush()  # the loss lines first, then the summary on stderr
         r = results[0]
@@ -259,29 +257,26 @@ def _run(
     args: argparse.Namespace,
     config: Any,
     registry: Any,
-    names: list[str],
+    names: list[str] | None,
     seeds: list[int] | None,
     world: Any,
     show: bool,
     progress: bool,
-    results: list[Any],
-) -> list[Any]:
-    """Train every run the command line asks for (each seed, each activation); ``results`` gets the
-    runs of the seeds already done, so that a signal keeps them."""
-    from opzoo import _trainer
+) -> tuple[Any, list[Any]]:
+    """Train every run the command line asks for; return the comparison (None for one run) and
+    the runs."""
+    from opzoo import _compare, _trainer
 
-    if seeds is not None:
-        from dataclasses import replace
-
-        for seed in seeds:
-            logs = None
-            if show:
-                logs = lambda name, t, loss, s=seed: _write_line(f"{name} seed={s} {t} {loss}")  # noqa: E731
-            one = replace(config, seed=seed)
-            results += _trainer.compare(one, names, registry=registry, on_log=logs, progress=progress)
-    elif len(names) > 1:
-        log = (lambda name, t, loss: _write_line(f"{name} {t} {loss}")) if show else None
-        results = _trainer.compare(config, names, registry=registry, on_log=log, progress=progress)
+    if seeds is not None or (names is not None and len(names) > 1):
+        log: Any = None
+        if show and seeds is not None:
+            log = lambda name, t, loss, seed: _write_line(f"{name} seed={seed} {t} {loss}")  # noqa: E731
+        elif show:
+            log = lambda name, t, loss: _write_line(f"{name} {t} {loss}")  # noqa: E731
+        comparison = _compare.compare(
+            config, names, seeds=seeds, registry=registry, on_log=log, progress=progress
+        )
+        return comparison, list(comparison)
     else:
         log1 = (lambda t, loss: _write_line(f"{t} {loss}")) if show else None
         results = [
@@ -289,7 +284,8 @@ def _run(
                 config, registry=registry, on_log=log1, on_warning=_warn, progress=progress, world=world
             )
         ]
-    return results
+
+    return None, results
 
 
 def _stopped(args: argparse.Namespace, results: list[Any], with_seed: bool, stop: Any) -> int:
@@ -311,7 +307,9 @@ def _stopped(args: argparse.Namespace, results: list[Any], with_seed: bool, stop
     return stop.exit_code
 
 
-def _prepare(args: argparse.Namespace, names: list[str], *, outputs: bool = True) -> tuple[Any, Any, Any]:
+def _prepare(
+    args: argparse.Namespace, names: list[str] | None, *, outputs: bool = True
+) -> tuple[Any, Any, Any]:
     """The run's config, registry and seeds, every setting checked; ``outputs``: check that the
     metrics, plot and export files can be written (rank 0's job under torchrun)."""
     from dataclasses import fields
@@ -331,7 +329,7 @@ def _prepare(args: argparse.Namespace, names: list[str], *, outputs: bool = True
     for what, path in (("metrics", args.metrics), ("plot", args.plot), ("export", args.export)):
         if path and outputs:
             _trainer.check_writable(what, path)
-    if args.export and len(names) > 1:
+    if args.export and names is not None and len(names) > 1:
         raise ConfigError("--export writes one network: give one --activation, not a comparison")
     seeds = None if args.seeds is None else _parse_seeds(args.seeds)
     if seeds is not None:
@@ -353,67 +351,15 @@ def _prepare(args: argparse.Namespace, names: list[str], *, outputs: bool = True
         # it continues the file it resumed from, unless --checkpoint says otherwise.
         saved.pop("resume", None)
         saved["checkpoint"] = given["resume"]
-        if len(names) == 1 and "activation" not in args:
-            names = [saved["activation"]]
         given = {**saved, **given}
-    given.pop("activation", None)
-    config = _trainer.config_for(activation=names[0], **given)
+    if names is not None:  # else the default's, or the resumed run's
+        given["activation"] = names[0]
+    config = _trainer.config_for(**given)
     if args.export:
         from opzoo import _export
 
         _export.check_exportable(config.activation, config.act_args, registry)  # before training
     return config, registry, seeds
-
-
-def _table(results: list[Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-    held_out = any(r.test_accuracy is not None for r in results)
-    head = ("ACTIVATION", "FINAL LOSS") + (("TEST ACCURACY",) if held_out else ()) + ("STEPS/S",)
-    rows = []
-    for r in results:
-        if r.diverged_at is not None:
-            rows.append((r.label, f"diverged at step {r.diverged_at}", *(("-",) if held_out else ()), "-"))
-            continue
-        acc = (f"{r.test_accuracy:.4f}",) if held_out else ()
-        rows.append((r.label, f"{r.final_loss:.6g}", *acc, f"{r.steps_per_sec:.0f}"))
-    return head, rows
-
-
-def _by_label(results: list[Any]) -> list[tuple[str, list[Any]]]:
-    groups: dict[str, list[Any]] = {}
-    for r in results:
-        groups.setdefault(r.label, []).append(r)
-    return list(groups.items())
-
-
-def _spread(values: list[float]) -> tuple[float, float]:
-    import statistics
-
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-
-
-def _seeds_table(results: list[Any]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-    """One row per activation over its seeds: mean ± sample standard deviation, and a rank (by test
-    accuracy with held-out data, else by final loss); runs that diverged are counted, not averaged."""
-    held_out = any(r.test_accuracy is not None for r in results)
-    scored = []
-    for label, runs in _by_label(results):
-        ok = [r for r in runs if r.diverged_at is None]
-        loss = _spread([r.final_loss for r in ok]) if ok else None
-        acc = _spread([r.test_accuracy for r in ok]) if ok and held_out else None
-        key = (not ok, -acc[0] if acc else 0.0, loss[0] if loss else 0.0)
-        scored.append((key, label, runs, ok, loss, acc))
-    ranks = {label: i + 1 for i, (_, label, *_rest) in enumerate(sorted(scored, key=lambda e: e[0]))}
-    head = ("RANK", "ACTIVATION", "FINAL LOSS (MEAN ± STD)")
-    head += ("TEST ACCURACY (MEAN ± STD)",) if held_out else ()
-    head += ("RUNS",)
-    rows = []
-    for _, label, runs, ok, loss, acc in scored:
-        diverged = [r.diverged_at for r in runs if r.diverged_at is not None]
-        note = f"{len(ok)}" + (f" ({len(diverged)} diverged at step {min(diverged)}+)" if diverged else "")
-        loss_cell = f"{loss[0]:.4g} ± {loss[1]:.2g}" if loss else f"diverged at step {min(diverged)}"
-        acc_cell = (f"{acc[0]:.4f} ± {acc[1]:.4f}" if acc else "-",) if held_out else ()
-        rows.append((str(ranks[label]), label, loss_cell, *acc_cell, note))
-    return head, rows
 
 
 #: Runs of --seeds N: each is a whole training run, so ten thousand is already days.

@@ -16,6 +16,7 @@ _WHERE = {
     "Result": "_runner",
     "check": "_runner",
     "check_property": "_runner",
+    "replay": "_runner",
     "PROPERTIES": "properties",
     "Property": "properties",
     "Bound": "_bound",

@@ -44,11 +44,16 @@ class PropertySkipped(Exception):
 
 @dataclass
 class Bound:
-    """An op with its parameters fixed; learnable tensors (module ops) are explicit inputs.
+    """An op with its parameters fixed, called on its differentiable inputs alone, each with its core
+    dimensions last; learnable tensors (module ops) are explicit inputs.
 
-    ``op(*inputs)`` applies it; ``op(*inputs, *extras)`` with other learnable tensors. ``fast``
-    selects gradcheck's fast mode (a random projection of the Jacobian instead of all of it); the
-    thorough profile and the runner's small fixed inputs turn it off.
+    ``op(*inputs)`` applies it; ``op(*inputs, *extras)`` with other learnable tensors. What the
+    checks need not see is done here: tensors that are not differentiated (``constants``: class
+    targets, masks, by their index among the signature's inputs) are put in their places, and for an
+    op with a :func:`~opzoo.Dim` parameter the core dimension is moved to where that parameter says
+    before the call, and back in the outputs (a permutation: every derivative is the same, permuted).
+    ``fast`` selects gradcheck's fast mode (a random projection of the Jacobian instead of all of
+    it); the thorough profile and the runner's small fixed inputs turn it off.
     """
 
     spec: OpSpec
@@ -58,16 +63,32 @@ class Bound:
     module: torch.nn.Module | None = None  # a learnable op's instance, in the bound dtype
     fast: bool = True
     notes: list[str] = field(default_factory=list)  # what a check noticed (a kink it excused, say)
-    #: How many tensors the op takes (its signature's inputs). Read once here: a call under
-    #: torch.compile that parsed the signature would trace through its cache (and Dynamo warns).
+    constants: dict[int, torch.Tensor] = field(default_factory=dict)
+    #: How many tensors the op takes (its signature's differentiable inputs). Read once here: a call
+    #: under torch.compile that parsed the signature would trace through its cache (and Dynamo warns).
     arity: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.arity = len(self.spec.contract.sig.inputs)
+        self.arity = len(self.spec.contract.sig.inputs) - len(self.constants)
 
     def __call__(self, *args: torch.Tensor) -> Any:
         xs, extras = args[: self.arity], args[self.arity :]
         return self.fn(*xs, *(extras or self.extras))
+
+    def calling(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn``, which takes the op's tensors as its forward does (every one, the core dimension
+        where the Dim parameter puts it), as a function of this Bound's inputs: how the checks call
+        a reference, a surrogate or the forward itself."""
+        return _calling(self.spec, self.params, self.constants, fn)
+
+    def full(self, *xs: torch.Tensor) -> Tensors:
+        """Every one of the signature's inputs, the constants in their places (core dims last)."""
+        return _interleave(xs, self.constants, len(self.spec.contract.sig.inputs))
+
+    def arranged(self, *xs: torch.Tensor) -> Tensors:
+        """Every one of the signature's inputs as the op itself takes them: the constants in their
+        places, the core dimension where the Dim parameter puts it."""
+        return self.calling(lambda *ts: ts)(*xs)
 
     def outputs(self, *xs: torch.Tensor) -> Tensors:
         """The op's outputs as a tuple, checked against its signature: count and shapes."""
@@ -79,16 +100,17 @@ class Bound:
             raise PropertyFailed(
                 f"the op returned {got}, but its signature {sig} declares {len(sig.outputs)}"
             )
+        shapes = [x.shape for x in self.full(*xs)]
         try:
-            want = sig.output_shapes([x.shape for x in xs])
+            want = self.spec.contract.output_shapes(shapes, self.params)
         except ShapeError:
             return outs  # inputs outside the signature: the caller drew them on purpose
         for j, (o, shape) in enumerate(zip(outs, want)):
             if tuple(o.shape) != shape:
-                shapes = ", ".join(str(tuple(x.shape)) for x in xs)
+                shown = ", ".join(str(tuple(s)) for s in shapes)
                 raise PropertyFailed(
                     f"output {j} has shape {tuple(o.shape)}, but the signature {sig} gives {shape} "
-                    f"for inputs of shape {shapes}"
+                    f"for inputs of shape {shown}" + _along(self)
                 )
         return outs
 
@@ -108,12 +130,15 @@ def bind(
     spec: OpSpec,
     params: dict[str, Any],
     *,
+    constants: dict[int, torch.Tensor] | None = None,
     dtype: torch.dtype = torch.float64,
     device: str | torch.device = "cpu",
     fast: bool = True,
 ) -> Bound:
-    """Return ``spec`` with ``params`` fixed, in ``dtype`` on ``device``."""
+    """Return ``spec`` with ``params`` fixed, in ``dtype`` on ``device``; ``constants`` are its tensor
+    inputs that are not differentiated, by their index among the signature's inputs."""
     bound = spec.contract.bind(params)
+    constants = dict(constants or {})
     # Build in float64, so that a parameter initialised from a Python float keeps its exact value.
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
@@ -122,7 +147,7 @@ def bind(
     finally:
         torch.set_default_dtype(previous)
     if not isinstance(fn, torch.nn.Module):
-        return Bound(spec, bound, fn, fast=fast)
+        return Bound(spec, bound, _calling(spec, bound, constants, fn), fast=fast, constants=constants)
     module = fn.to(device=device, dtype=dtype)
     names = tuple(n for n, _ in module.named_parameters())
     tensors = tuple(p.detach() for _, p in module.named_parameters())
@@ -132,6 +157,51 @@ def bind(
         return torch.func.functional_call(module, dict(zip(names, args[arity:])), args[:arity])
 
     return Bound(spec, bound, call, tensors, module, fast)
+
+
+def _interleave(xs: Sequence[torch.Tensor], constants: dict[int, torch.Tensor], n: int) -> Tensors:
+    if not constants:
+        return tuple(xs)
+    it = iter(xs)
+    return tuple(constants[i] if i in constants else next(it) for i in range(n))
+
+
+def _calling(
+    spec: OpSpec, params: dict[str, Any], constants: dict[int, torch.Tensor], fn: Callable[..., Any]
+) -> Callable[..., Any]:
+    """``fn`` of every input in the op's own layout, as a function of the differentiable inputs with
+    their core dimensions last (see :class:`Bound`)."""
+    sig = spec.contract.sig
+    axis = spec.contract.axis
+    if not constants and axis is None:
+        return fn
+    n = len(sig.inputs)
+    dim = params[axis] if axis is not None else None
+    cored_in = [bool(core) for core in sig.inputs]
+    cored_out = [bool(core) for core in sig.outputs]
+
+    def call(*xs: torch.Tensor) -> Any:
+        full = _interleave(xs, constants, n)
+        if dim is None:
+            return fn(*full)
+        moved = [t.movedim(-1, dim).contiguous() if c else t for t, c in zip(full, cored_in)]
+        out = fn(*moved)
+        if isinstance(out, tuple):
+            return tuple(_back(o, dim, c) for o, c in zip(out, cored_out))
+        return _back(out, dim, cored_out[0])
+
+    return call
+
+
+def _back(out: Any, dim: int, cored: bool) -> Any:
+    if not cored or not isinstance(out, torch.Tensor) or out.dim() == 0:
+        return out
+    return out.movedim(dim, -1)
+
+
+def _along(op: Bound) -> str:
+    axis = op.spec.contract.axis
+    return "" if axis is None else f" (core dimension last; the op saw it at {axis}={op.params[axis]})"
 
 
 def ramp(like: torch.Tensor, k: int = 0) -> torch.Tensor:

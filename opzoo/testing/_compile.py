@@ -3,6 +3,7 @@ graph."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import torch
@@ -53,4 +54,4 @@ def _compiled(op: Bound, step: Callable[..., object], *, fullgraph: bool) -> Bou
     # torch._dynamo.explain first traced it twice, half the property's time).
     torch._dynamo.reset()
     fn = torch.compile(step, backend="aot_eager", fullgraph=fullgraph)
-    return Bound(op.spec, op.params, fn, op.extras, op.module)
+    return dataclasses.replace(op, fn=fn, notes=op.notes)

@@ -1,11 +1,12 @@
-"""The ``layout`` and ``hygiene`` properties: what an op owes the graph around it (the same values in
-any memory layout; outputs of the signature's shapes, dtype and device; nothing mutated; a backward
-that repeats)."""
+"""The ``accepts``, ``layout`` and ``hygiene`` properties: what an op owes the graph around it (it
+takes the inputs its contract allows; the same values in any memory layout; outputs of the
+signature's shapes, dtype and device; nothing mutated; a backward that repeats)."""
 
 from __future__ import annotations
 
 import torch
 
+from opzoo.exceptions import one_line
 from opzoo.testing._bound import EXACT, Bound, PropertyFailed, close, grad_outputs, noncontiguous, vjp, where
 
 
@@ -73,3 +74,19 @@ def hygiene(op: Bound, *xs: torch.Tensor) -> None:
             )
         if not torch.equal(g1, g2):
             raise PropertyFailed("running backward twice gave different gradients")
+
+
+def accepts(op: Bound, *xs: torch.Tensor) -> None:
+    """The forward takes every input its signature and declared limits allow (edge inputs
+    included). One it rejects (raises on) is reported here, once; every other property leaves it
+    out, so that one limit of the forward neither fails nor hides everything else."""
+    try:
+        with torch.no_grad():
+            op(*xs)
+    except Exception as exc:  # the op's own code: anything
+        shapes = ", ".join(str(tuple(t.shape)) for t in op.full(*xs))
+        raise PropertyFailed(
+            f"the forward raised {one_line(exc, with_type=True)} on input(s) of shape {shapes}: the "
+            "other properties leave out the inputs it rejects. If the op does not take such inputs, "
+            "declare it (min_sizes= for a dimension's smallest size, loop_dims= for a fixed rank)"
+        ) from None

@@ -35,7 +35,8 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
         return
     leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
     with torch.enable_grad():
-        out = op.spec.target.forward(*leaves, *op.params.values())
+        forward, plan = op.spec.target.forward, op.spec.arguments
+        out = op.calling(lambda *ts: forward(*plan(ts, op.params)))(*leaves)
     outs = out if isinstance(out, tuple) else (out,)
     if not any(isinstance(o, torch.Tensor) and o.requires_grad for o in outs):
         op.notes.append("forward is not built of differentiable torch operations: no autograd oracle")

@@ -16,7 +16,7 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
     op declares against the float64 reference (at the rounded inputs), where the op may be off by
     the dtype's tolerance plus twice what the reference itself is off by in that dtype. A surrogate
     op: the forward only (its gradient is the surrogate's, checked by gradient)."""
-    ref = op.spec.contract.reference
+    ref = reference_of(op)
     kinks = op.spec.contract.kinks_at(op.params)
     for name in op.spec.contract.dtypes:
         dtype = getattr(torch, name)
@@ -26,10 +26,10 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
         gs = grad_outputs(outs)
         surrogate = op.spec.contract.surrogate is not None
         x64, g64 = tuple(x.double() for x in lows), [g.double() for g in gs]
-        want, want_grads = _ref_vjp(ref, op.params, x64, g64, forward_only=surrogate)
+        want, want_grads = _ref_vjp(ref, x64, g64, forward_only=surrogate)
         par = par_grads = (None,) * max(len(outs), len(xs))
         if dtype != torch.float64:
-            par, par_grads = _ref_vjp(ref, op.params, lows, gs, forward_only=surrogate)
+            par, par_grads = _ref_vjp(ref, lows, gs, forward_only=surrogate)
             par_grads = par_grads or (None,) * len(xs)
         tol = TOLERANCES[dtype]
         x0 = lows[0] if len(lows) == 1 else None
@@ -54,9 +54,15 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
             close(got[away], expected[away], tol, what, x0[away], par=p)
 
 
+def reference_of(op: Bound) -> Callable[..., object]:
+    """The declared reference as a function of the op's inputs: called as
+    ``reference(*tensors, **params)``, every tensor input in the op's own layout."""
+    ref, params = op.spec.contract.reference, op.params
+    return op.calling(lambda *ts: ref(*ts, **params))
+
+
 def _ref_vjp(
     ref: Callable[..., object],
-    params: dict[str, object],
     xs: Tensors,
     gs: Sequence[torch.Tensor],
     *,
@@ -65,7 +71,7 @@ def _ref_vjp(
     """The reference's outputs and its autograd gradient, in the dtype of ``xs`` (no gradient for
     ``forward_only``: a surrogate op's reference, like torch.heaviside, may have none)."""
     leaves = tuple(x.detach().clone().requires_grad_(not forward_only) for x in xs)
-    outs = ref(*leaves, **params)
+    outs = ref(*leaves)
     outs = outs if isinstance(outs, tuple) else (outs,)
     if forward_only:
         return tuple(o.detach() for o in outs), ()

@@ -10,13 +10,13 @@ from typing import Any, Iterable
 import hypothesis
 import torch
 from hypothesis import given, settings
-from hypothesis.errors import HypothesisException
+from hypothesis.errors import HypothesisException, Unsatisfiable
 
 from opzoo._registry import OpSpec, Registry
 from opzoo.exceptions import one_line
 from opzoo.testing import _profiles
-from opzoo.testing._bound import LARGE, PropertyFailed, PropertySkipped, bind
-from opzoo.testing._repeatable import SEED, seeded_torch, without_local_constants
+from opzoo.testing._bound import LARGE, Bound, PropertyFailed, PropertySkipped, bind
+from opzoo.testing._repeatable import seeded_torch, without_local_constants
 from opzoo.testing._signals import PropertyTimeout, insistent_interrupt, time_limit
 from opzoo.testing.properties import PROPERTIES
 from opzoo.testing.strategies import cases, edge_inputs, fixed_inputs
@@ -142,11 +142,8 @@ def _repro(
         return cmd
     args = ", ".join(f"{k}={v!r}" for k, v in example["params"].items())
     full = "" if example["fast"] else ", fast=False"
-    head = (
-        f"{cmd}\nor in Python:\n  import torch, opzoo; from opzoo.testing import bind, PROPERTIES\n"
-        f"  torch.manual_seed({SEED})  # as the check did: gradcheck's fast mode draws from it\n"
-    )
-    call = f"PROPERTIES[{prop!r}](bind(opzoo.info({spec.name!r}), dict({args}){full}), *xs)"
+    head = f"{cmd}\nor in Python:\n  import torch, opzoo; from opzoo.testing import replay\n"
+    call = f"replay(opzoo.info({spec.name!r}), {prop!r}, dict({args}), *xs{full})"
     if any(t["values"] is None for t in example["inputs"]):
         return (
             head
@@ -154,10 +151,54 @@ def _repro(
             + f"  xs = edge_inputs(opzoo.info({spec.name!r}), 'cpu')[{example['edge']}]\n  {call}"
         )
     made = [
-        f"torch.tensor({t['values']!r}, dtype=torch.float64).reshape({t['shape']!r})"
+        f"torch.tensor({t['values']!r}, dtype=torch.{t['dtype']}).reshape({t['shape']!r})"
         for t in example["inputs"]
     ]
     return head + "  xs = [\n      " + ",\n      ".join(made) + ",\n  ]\n  " + call
+
+
+def split(
+    spec: OpSpec, inputs: tuple[torch.Tensor, ...]
+) -> tuple[tuple[torch.Tensor, ...], dict[int, torch.Tensor]]:
+    """The op's inputs as a check takes them: the differentiable ones, and the others (targets,
+    masks) by their index, for :func:`~opzoo.testing.bind`'s ``constants``."""
+    kinds = spec.arguments.constants if spec.arguments is not None else {}
+    if not kinds:
+        return inputs, {}
+    xs = tuple(x for i, x in enumerate(inputs) if i not in kinds)
+    return xs, {i: inputs[i] for i in kinds if i < len(inputs)}
+
+
+def rejects(op: Bound, xs: tuple[torch.Tensor, ...]) -> BaseException | None:
+    """The error the op's forward raises on ``xs``, or None if it takes them. It runs on copies: a
+    forward that writes into its input must not change the example the property then sees."""
+    try:
+        with torch.no_grad():
+            op(*(x.clone() for x in xs))
+    except Exception as exc:  # the op's own code: anything
+        return exc
+    return None
+
+
+def replay(
+    spec: OpSpec,
+    prop: str,
+    params: dict[str, Any],
+    *inputs: torch.Tensor,
+    fast: bool = True,
+    device: str = "cpu",
+) -> None:
+    """Run property ``prop`` of ``spec`` on one example as the check did (``inputs``: one per
+    signature input, targets and masks included; torch's generator seeded as the check seeded it);
+    raises what the check raised. An example the forward rejects is the ``accepts`` property's
+    business: the other properties leave it out, as here."""
+    property_ = PROPERTIES[prop]
+    xs, constants = split(spec, tuple(inputs))
+    op = bind(spec, params, constants=constants, device=device, fast=fast)
+    if property_.screened and rejects(op, xs) is not None:
+        raise PropertySkipped("the forward rejects this input: see the accepts property")
+    with seeded_torch(device):
+        property_(op, *xs)
 
 
 def check_property(
@@ -191,20 +232,30 @@ def check_property(
         seed = random.SystemRandom().randrange(2**32)
     last: dict[str, Any] = {}
     notes: dict[str, None] = {}
+    ran = [0]  # inputs the property ran on (not rejected by the forward)
 
     def attempt(
-        params: dict[str, Any], xs: tuple[torch.Tensor, ...], fast: bool, edge: int | None = None
-    ) -> None:
+        params: dict[str, Any], inputs: tuple[torch.Tensor, ...], fast: bool, edge: int | None = None
+    ) -> bool:
         last.clear()
-        op = bind(spec, params, device=device, fast=fast)
+        xs, constants = split(spec, inputs)
+        op = bind(spec, params, constants=constants, device=device, fast=fast)
+        # An input the forward rejects is the accepts property's to report, once: the others leave
+        # it out, so that one limit of the forward does not fail (or hide) everything else.
+        if property_.screened:
+            with seeded_torch(device):
+                if rejects(op, xs) is not None:
+                    return False
         try:
             with seeded_torch(device):
                 property_(op, *xs)
         except BaseException as exc:
-            last.update(params=params, xs=xs, fast=fast, edge=edge, exc=exc)
+            last.update(params=params, xs=inputs, fast=fast, edge=edge, exc=exc)
             raise
         finally:
             notes.update(dict.fromkeys(op.notes))
+        ran[0] += 1
+        return True
 
     try:
         with insistent_interrupt(), time_limit(timeout), without_local_constants():
@@ -213,11 +264,15 @@ def check_property(
                 @conf
                 @given(case=cases(spec, device=device, registry=registry))
                 def run(case: tuple[dict[str, Any], tuple[torch.Tensor, ...]]) -> None:
-                    attempt(*case, profile != "thorough")
+                    if not attempt(*case, profile != "thorough"):
+                        hypothesis.reject()
 
                 if seed is not None and not conf.derandomize:
                     run = hypothesis.seed(seed)(run)
-                run()
+                try:
+                    run()
+                except Unsatisfiable:
+                    pass  # the forward rejected every drawn input: the accepts property says so
             for xs in fixed_inputs(spec, device)[: property_.fixed]:
                 attempt(spec.contract.defaults(), xs, False)
             if property_.edges:
@@ -253,7 +308,11 @@ def check_property(
             _repro(spec, prop, example, profile if not conf.derandomize else "ci", seed, examples),
             list(notes),
         )
-    return Result(spec.name, prop, device, "pass", seconds=time.perf_counter() - began, notes=list(notes))
+    took = time.perf_counter() - began
+    if not ran[0]:
+        why = "the forward rejected every input (see the accepts property)"
+        return Result(spec.name, prop, device, "skip", why, seconds=took, notes=list(notes))
+    return Result(spec.name, prop, device, "pass", seconds=took, notes=list(notes))
 
 
 def check(

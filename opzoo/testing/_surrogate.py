@@ -94,7 +94,7 @@ def surrogate_vjp(op: Bound, xs: Sequence[torch.Tensor], gs: Sequence[torch.Tens
 def _surrogate_outputs(op: Bound, x64: Tensors, n_outputs: int) -> Tensors:
     surrogate = op.spec.contract.surrogate
     try:
-        out = surrogate(*x64, **op.params)
+        out = op.calling(lambda *ts: surrogate(*ts, **op.params))(*x64)
     except Exception as exc:  # the author's callable: say whose error it is
         raise PropertyFailed(f"the declared surrogate raised {one_line(exc, with_type=True)}") from None
     outs = out if isinstance(out, tuple) else (out,)

@@ -41,6 +41,8 @@ class Property:
     slow:     its first check in a process is slow (it imports torch._dynamo: 1-2 s): workers start
               it early and the parent imports that once before forking. Speed only, not results.
     compiles: it compiles (loads inductor's modules too): one worker takes these, so they load once.
+    screened: it runs only on inputs the forward accepts: one the forward rejects (raises on) is
+              the ``accepts`` property's to report, once, not every property's.
     """
 
     name: str
@@ -52,6 +54,7 @@ class Property:
     edges: bool = False
     slow: bool = False
     compiles: bool = False
+    screened: bool = True
 
     @property
     def run(self) -> Callable[..., None]:
@@ -112,6 +115,15 @@ def _bridged(spec: OpSpec) -> str | None:
 PROPERTIES: dict[str, Property] = {
     p.name: p
     for p in (
+        # First: the quick probe of an op (opzoo check --jobs runs an op's first check alone).
+        Property(
+            "accepts",
+            "_hygiene:accepts",
+            "the forward takes every input the contract allows (those it rejects: left out elsewhere)",
+            fixed=2,
+            edges=True,
+            screened=False,
+        ),
         # Fast mode has missed wrong gradients: full Jacobians on a few small fixed inputs too.
         Property(
             "gradient",
