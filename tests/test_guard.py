@@ -1,5 +1,6 @@
 """A plugin's import is kept from ending, hanging or altering opzoo (opzoo/_guard.py): torch's
-global state watched and restored, the child's verdicts cached by what was installed."""
+global state watched and restored (opzoo/_torch_state.py), the child's verdicts cached by what was
+installed."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import torch
 
 from opzoo import _guard
 from opzoo._records import Source
+from opzoo._torch_state import TorchState
 
 
 def test_changes_to_torchs_global_state_are_named_and_undone():
     """Flags, a module attribute replaced, a class attribute added over its base's (Tensor.__mul__
     lives on the C base class): each named, and restore() puts every one back."""
     relu, had_mul = torch.relu, "__mul__" in vars(torch.Tensor)
-    before = _guard.TorchState.now()
+    before = TorchState.now()
     try:
         torch.set_grad_enabled(False)
         torch.set_default_dtype(torch.float64)
@@ -46,7 +48,7 @@ def test_torchs_own_wrapping_is_no_change():
     """Importing torch._dynamo replaces torch.manual_seed by a wrapper of it (functools.wraps, a
     torch module): a plugin that imports it has changed nothing."""
     seed = torch.manual_seed
-    before = _guard.TorchState.now()
+    before = TorchState.now()
     try:
         torch.manual_seed = functools.wraps(seed)(lambda *a, **k: seed(*a, **k))
         assert before.changes() == []
