@@ -32,7 +32,7 @@ class Source:
     dist: str | None = None  # distribution name; None for in-process registration
     version: str | None = None
     entry_point: str | None = None  # e.g. "opzoo.ops: myrelu = opzoo.ops.relu:MyReLU"
-    via: str = "register"  # "entry point", "hook" or "register"
+    via: str = "register"  # "entry point", "hook", "register" or "path" (an import path, checked as is)
 
     @property
     def qualifier(self) -> str:

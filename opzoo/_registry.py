@@ -19,6 +19,7 @@ from opzoo._arguments import PARAM, TENSOR, Arguments, arguments
 from opzoo._contract import Contract, contract_of, summary_of, validate
 from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist
 from opzoo.exceptions import (
+    ConfigError,
     ContractError,
     DuplicateOpError,
     OpNotFoundError,
@@ -36,7 +37,9 @@ __all__ = [
     "canonical_dist",
     "declare",
     "import_path",
+    "lookup",
     "make_spec",
+    "spec_of",
 ]
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_.\-]*$")
@@ -214,6 +217,45 @@ def make_spec(name: str, target: Any, source: Source) -> OpSpec:
     if kind == "module" and (contract.inputs or contract.axis):
         raise ContractError("a learnable Module takes float tensors only, along their last dimensions")
     return OpSpec(name, target, kind, contract, source, summary_of(target, contract), plan)
+
+
+def spec_of(target: Any, contract: Contract | None = None, *, name: str | None = None) -> OpSpec:
+    """An op's spec made directly, registered nowhere: ``target`` a Function or learnable Module
+    class, what :func:`declare` returned, or its import path ``"package.module:Class"`` (which
+    ``opzoo check`` and ``pytest --opzoo`` accept in place of a name). ``contract`` declares one
+    as :func:`declare` does; ``name`` defaults to the path, or the class's name."""
+    via, path = "register", None
+    if isinstance(target, str):
+        path = target.strip()
+        if ":" not in path:
+            raise ContractError(f"an import path is 'package.module:Class', got {target!r}")
+        target, via = import_path(path), "path"
+    offered = declare(target, contract) if contract is not None else target
+    inner = offered.target if isinstance(offered, Declared) else offered
+    if path is None:
+        path = f"{getattr(inner, '__module__', '?')}:{getattr(inner, '__qualname__', repr(inner))}"
+    shown = name or (path if via == "path" else getattr(inner, "__name__", path).lower())
+    return make_spec(shown, offered, Source(entry_point=path, via=via))
+
+
+_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def lookup(registry: Registry, name: str) -> OpSpec:
+    """Op ``name`` from ``registry``; where it has none and ``name`` is an import path
+    (``package.module:Class``), that class as it is (:func:`spec_of`): how ``opzoo check`` and
+    ``pytest --opzoo`` take ops that no plugin publishes."""
+    try:
+        return registry.info(name)
+    except OpNotFoundError:
+        if not _PATH.match(name.strip()):
+            raise
+    try:
+        return spec_of(name)
+    except OpZooError:
+        raise
+    except PLUGIN_ERRORS as exc:  # importing the user's module may raise anything
+        raise ConfigError(f"cannot import {name.strip()!r}: {one_line(exc, with_type=True)}") from None
 
 
 def import_path(path: str) -> Any:

@@ -20,6 +20,8 @@ from opzoo.testing._profiles import PROFILES
 
 # The registry this session checks, loaded once at collection; kept on the config, not in a global.
 REGISTRY = pytest.StashKey[Any]()
+# The ops named in --opzoo=..., by name or import path, as looked up at collection.
+SPECS = pytest.StashKey[dict]()
 # Ops that hung in this session: their remaining properties are skipped, not waited for again.
 HUNG = pytest.StashKey[set]()
 
@@ -32,7 +34,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         const="*",
         default=None,
         metavar="NAMES",
-        help="check registered ops: all of them, or a comma-separated list of names",
+        help="check registered ops: all of them, or a comma-separated list of names (or import paths "
+        "package.module:Class, for ops no plugin publishes)",
     )
     group.addoption(
         "--opzoo-property",
@@ -73,8 +76,9 @@ class OpzooItem(pytest.Item):
         hung = self.config.stash.setdefault(HUNG, set())
         if self.op in hung:
             pytest.skip("not run: the op hung")
+        spec = self.config.stash.get(SPECS, {}).get(self.op) or registry.info(self.op)
         result = check_property(
-            registry.info(self.op),
+            spec,
             self.prop,
             profile=self.config.getoption("opzoo_profile"),
             device=self.device,
@@ -121,6 +125,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     from opzoo._commands import check_seconds
     from opzoo._loading import load
+    from opzoo._registry import lookup
     from opzoo.exceptions import ConfigError, OpNotFoundError, OpZooError
     from opzoo.testing._runner import DEVICES, result_id
     from opzoo.testing.properties import parse_properties
@@ -152,12 +157,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             # A name that is no op is a usage error, one line; an op that fails to load is one
             # failing test, not one per property.
             try:
-                reg.info(name)
+                spec = lookup(reg, name)  # a name, or an import path package.module:Class
             except OpNotFoundError as exc:
                 raise pytest.UsageError(f"--opzoo: {exc}") from None
             except OpZooError as exc:
                 items.append(OpzooLoadItem.from_parent(session, name=f"load[{name}]", failure=str(exc)))
                 continue
+            config.stash.setdefault(SPECS, {})[name] = spec
         for prop in props:
             for device in DEVICES:
                 item_id = result_id(name, prop, device)

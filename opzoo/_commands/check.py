@@ -33,7 +33,12 @@ def add_check(sub: Any) -> argparse.ArgumentParser:
         + summaries(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("names", nargs="*", metavar="NAME", help="ops to check (default: all)")
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="ops to check (default: all), or an import path package.module:Class (no plugin needed)",
+    )
     p.add_argument(
         "--property",
         "-p",
@@ -95,7 +100,10 @@ def run_check(args: argparse.Namespace) -> int:
     from opzoo.testing._signals import insistent_interrupt
 
     if args.names:
-        specs = [reg.info(n) for n in dict.fromkeys(args.names)]  # a name given twice is checked once
+        from opzoo._registry import lookup
+
+        # A name given twice is checked once; an import path (package.module:Class) as it is.
+        specs = [lookup(reg, n) for n in dict.fromkeys(args.names)]
     else:
         specs = sorted(reg.load_all(), key=lambda s: s.name)
     devices = ("cpu", "cuda") if args.device == "all" else (args.device,)

@@ -117,13 +117,20 @@ def _softplus_slope(bx: torch.Tensor, threshold: float) -> torch.Tensor:
     return torch.where(bx > threshold, 1.0, torch.sigmoid(bx))
 
 
+def _softplus_kink(beta: float, threshold: float) -> dict[float, float]:
+    # At x = threshold / beta, as rounded, beta * x may round past the threshold (then the slope
+    # is 1), or not (sigmoid(threshold)): the op's own comparison, in float64, decides.
+    x = threshold / beta
+    return {x: 1.0 if x * beta > threshold else 1 / (1 + math.exp(-threshold))}
+
+
 class Softplus(Op):
     """Softplus: log(1 + exp(beta * x)) / beta, linear where beta * x > threshold."""
 
     opzoo_contract = Contract(
         reference=lambda x, beta, threshold: F.softplus(x, beta, threshold),
         # past the threshold the op switches to x: a (tiny) jump in value and slope
-        kinks=lambda beta, threshold: {threshold / beta: 1 / (1 + math.exp(-threshold))},
+        kinks=lambda beta, threshold: _softplus_kink(beta, threshold),
         params={
             "beta": Param(1.0, 0.1, 10.0, "sharpness"),
             "threshold": Param(20.0, 1.0, 50.0, "beta * x above which it is linear"),

@@ -17,6 +17,8 @@ _WHERE = {
     "check": "_runner",
     "check_property": "_runner",
     "replay": "_runner",
+    "assert_correct": "_assert",
+    "spec_of": "_assert",
     "PROPERTIES": "properties",
     "Property": "properties",
     "Bound": "_bound",

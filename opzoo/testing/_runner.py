@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -12,6 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis.errors import HypothesisException, Unsatisfiable
 
+from opzoo._contract import Contract
 from opzoo._registry import OpSpec, Registry
 from opzoo.exceptions import one_line
 from opzoo.testing import _profiles
@@ -133,28 +135,65 @@ def _repro(
     seed: int | None,
     examples: int | None = None,
 ) -> str:
-    cmd = f"opzoo check {spec.name} --property {prop} --profile {profile}"
-    if examples:
-        cmd += f" --examples {examples}"  # another count draws other examples
-    if seed is not None and profile != "ci":
-        cmd += f" --seed {seed}"
+    name, expr = _reached(spec)
+    cmd = ""
+    if name is not None:
+        cmd = f"opzoo check {name} --property {prop} --profile {profile}"
+        if examples:
+            cmd += f" --examples {examples}"  # another count draws other examples
+        if seed is not None and profile != "ci":
+            cmd += f" --seed {seed}"
     if not example:
         return cmd
     args = ", ".join(f"{k}={v!r}" for k, v in example["params"].items())
     full = "" if example["fast"] else ", fast=False"
-    head = f"{cmd}\nor in Python:\n  import torch, opzoo; from opzoo.testing import replay\n"
-    call = f"replay(opzoo.info({spec.name!r}), {prop!r}, dict({args}), *xs{full})"
+    head = f"{cmd}\nor in Python:\n" if cmd else "in Python:\n"
+    head += "  import torch, opzoo; from opzoo.testing import replay, spec_of\n"
+    if expr == "spec":
+        head += "  spec = ...  # the op as it was checked: spec_of(YourFunction, contract)\n"
+    call = f"replay({expr}, {prop!r}, dict({args}), *xs{full})"
     if any(t["values"] is None for t in example["inputs"]):
         return (
             head
             + "  from opzoo.testing.strategies import edge_inputs\n"
-            + f"  xs = edge_inputs(opzoo.info({spec.name!r}), 'cpu')[{example['edge']}]\n  {call}"
+            + f"  xs = edge_inputs({expr}, 'cpu')[{example['edge']}]\n  {call}"
         )
     made = [
         f"torch.tensor({t['values']!r}, dtype=torch.{t['dtype']}).reshape({t['shape']!r})"
         for t in example["inputs"]
     ]
     return head + "  xs = [\n      " + ",\n      ".join(made) + ",\n  ]\n  " + call
+
+
+def _reached(spec: OpSpec) -> tuple[str | None, str]:
+    """How a reproduce line reaches ``spec``: the name or path ``opzoo check`` takes (None where none
+    does), and a Python expression for its spec."""
+    source = spec.source
+    if source.via in ("entry point", "hook"):
+        return spec.name, f"opzoo.info({spec.name!r})"
+    path = source.entry_point or ""
+    if source.via == "path":
+        return path, f"spec_of({path!r})"
+    # Registered in-process: by its import path, where that finds the same class with the same
+    # contract (not one declared beside it, and not a script's __main__).
+    module, _, qualname = path.partition(":")
+    try:
+        found: Any = sys.modules[module]
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (KeyError, AttributeError):
+        found = None
+    if (
+        module != "__main__"
+        and found is spec.target
+        and getattr(found, "opzoo_contract", None)
+        in (
+            spec.contract,
+            None if spec.contract == Contract() else spec.contract,
+        )
+    ):
+        return path, f"spec_of({path!r})"
+    return None, "spec"
 
 
 def split(

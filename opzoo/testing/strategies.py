@@ -29,6 +29,8 @@ MAX_RANK = 5
 #: Elements per drawn input of an op that is not elementwise, at most (the checks of such an op
 #: cost more per element).
 BUDGET = 96
+#: The scales a drawn float input of an op that is not elementwise is multiplied by.
+SCALES = (1.0, 0.2, 0.02)
 
 
 def shapes(
@@ -270,7 +272,12 @@ def _signature_tensors(
                 own = own[len(own) - draw(st.integers(0, len(own))) :]
             own = [1 if draw(st.booleans()) else s for s in own]
         shape = tuple(own) + tuple(int(d) if d.isdigit() else dims[d] for d in core)
-        out.append(draw(tensor_of(i, shape, dims)))
+        t = draw(tensor_of(i, shape, dims))
+        if t.is_floating_point() and t.numel() > 1:
+            # At several scales: a softmax-like op is one-hot across [-6, 6] (hiding what its
+            # backward does with a larger support), and interesting across [-0.1, 0.1].
+            t = t * draw(st.sampled_from(SCALES))
+        out.append(t)
     return tuple(out)
 
 
@@ -422,34 +429,39 @@ def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
     derivative) nor on a grid that lines up with kinks."""
     sig = spec.contract.sig
     if sig.elementwise:
-        plans: list[tuple[list[tuple[int, ...]], dict[str, int]]] = [
-            ([shape], {}) for shape in ((), (), (), (1,), (0,), (3, 1, 4), (1, 2, 1, 3, 1), (EDGE_SIZE + 3,))
+        plans: list[tuple[list[tuple[int, ...]], dict[str, int], float]] = [
+            ([shape], {}, 1.0)
+            for shape in ((), (), (), (1,), (0,), (3, 1, 4), (1, 2, 1, 3, 1), (EDGE_SIZE + 3,))
         ]
     else:
         plans = _general_edges(spec)
     lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
     kinks = spec.contract.kinks_at()
     out = []
-    for phase, (shapes, dims) in enumerate(plans):
+    for phase, (shapes, dims, scale) in enumerate(plans):
         xs = []
         for i, shape in enumerate(shapes):
-            x = _spread(math.prod(shape), i, phase, lo, hi)
+            x = _spread(math.prod(shape), i, phase, lo * scale, hi * scale)
             xs.append(push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device))
         out.append(_with_constants(spec, xs, dims, device) if dims else tuple(xs))
     return out
 
 
-def _general_edges(spec: OpSpec) -> list[tuple[list[tuple[int, ...]], dict[str, int]]]:
-    """The edge shapes of an op that is not elementwise, with the size of each named dimension."""
+def _general_edges(spec: OpSpec) -> list[tuple[list[tuple[int, ...]], dict[str, int], float]]:
+    """The edge shapes of an op that is not elementwise, with the size of each named dimension and
+    the part of the box their values spread over."""
     sig = spec.contract.sig
     names = list(dict.fromkeys(d for core in sig.inputs for d in core if not d.isdigit()))
     mins = min_sizes(spec)
     rank = max(len(core) for core in sig.inputs)
     max_loop = _max_loop(spec)
 
-    def shapes(size: int, loop: tuple[int, ...]) -> tuple[list[tuple[int, ...]], dict[str, int]]:
+    def shapes(
+        size: int, loop: tuple[int, ...], scale: float = 1.0
+    ) -> tuple[list[tuple[int, ...]], dict[str, int], float]:
         dims = {d: max(size, mins.get(d, 0)) for d in names}
-        return [loop + tuple(int(d) if d.isdigit() else dims[d] for d in core) for core in sig.inputs], dims
+        cores = [loop + tuple(int(d) if d.isdigit() else dims[d] for d in core) for core in sig.inputs]
+        return cores, dims, scale
 
     plans = [shapes(1, ()) for _ in range(3)]  # one element each, at three values
     if any(mins.get(d, 0) == 0 for d in names):
@@ -458,6 +470,8 @@ def _general_edges(spec: OpSpec) -> list[tuple[list[tuple[int, ...]], dict[str, 
         plans.append(shapes(1, (0,)))
     if max_loop >= 2:
         plans.append(shapes(3, (2, 1)))
+        # again over a tenth of the box, where a softmax-like op is far from one-hot
+        plans.append(shapes(3, (2, 1), 0.1))
     if max_loop and rank < MAX_RANK:
         plans.append(shapes(2, (1, 2, 1, 2)[: min(max_loop, MAX_RANK - rank)]))
     if rank == 0:

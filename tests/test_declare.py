@@ -1,0 +1,245 @@
+"""Existing Functions register unchanged: opzoo.declare, params of every kind, forwards in their own
+order, a Dim, integer targets, fixed ranks and computed sizes; assert_correct and import paths."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+import upstream_ops as up
+from conftest import ROOT, run_opzoo
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import opzoo
+from opzoo import Dim, Index, Param, declare
+from opzoo.testing import PROPERTIES, assert_correct, bind, check_property, spec_of
+from opzoo.testing.strategies import cases, edge_inputs
+
+SPARSEMAX = declare(
+    up.Sparsemax,
+    signature="(n)->(n)",
+    params={"dim": Dim(), "k": Param(None, 1, 4), "ensure_sum_one": Param(True)},
+    min_sizes={"n": 1},  # max() of an empty dimension raises: a limit, declared
+    reference=lambda X, dim, k, ensure_sum_one: up.Sparsemax.apply(X, dim),
+)
+NLL = declare(
+    up.NLLLoss,
+    signature="(n,c),(n)->(n)",
+    loop_dims=0,
+    inputs={"target": Index(high="c")},
+)
+PAIRMEAN = declare(up.PairMean, signature="(l)->(m)", output_sizes={"m": lambda l: (l + 1) // 2})
+SCALE = declare(
+    up.Scale,
+    params={"alpha": Param(1.5, 0.1, 3.0, tensor=True), "mode": Param("plain", choices=("plain", "double"))},
+)
+GRAM = declare(up.Gram, signature="(b,n,k)->(b,n,n)", loop_dims=0)
+
+
+def test_declare_leaves_the_class_alone():
+    """declare() attaches a contract from outside: the upstream class gains no attribute."""
+    assert not hasattr(up.Sparsemax, "opzoo_contract")
+    spec = spec_of(SPARSEMAX)
+    assert spec.target is up.Sparsemax and spec.contract.axis == "dim"
+    assert not hasattr(up.Sparsemax, "opzoo_contract")
+
+
+def test_register_takes_a_contract_or_a_declaration():
+    """register(cls, contract=...) and register(declare(...)) both work, and return the class."""
+    reg = opzoo.Registry()
+    assert reg.register(up.NLLLoss, name="nll", contract=NLL.contract) is up.NLLLoss
+    reg.register(SPARSEMAX, name="smax")
+    assert reg.info("nll").contract.inputs and reg.info("smax").contract.axis == "dim"
+
+
+def test_the_forward_is_called_in_its_own_order():
+    """Tensors and params go where the forward takes them, by name; trailing defaults stay."""
+    spec = spec_of(SPARSEMAX)
+    plan = spec.arguments
+    assert plan.names == ("X",) and [kind for kind, _ in plan.slots] == ["tensor", "param", "param", "param"]
+    x = torch.tensor([[0.1, 1.2, -0.3], [2.0, 0.0, 0.5]], dtype=torch.float64)
+    y = spec.bound(dim=0, k=2, ensure_sum_one=False)(x)
+    torch.testing.assert_close(y, up.Sparsemax.apply(x, 0, 2, False))
+    assert spec_of(NLL).arguments.slots == (("tensor", 0), ("tensor", 1))  # eps: its default
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"params": {"alpha": Param(1.0)}}, "parameter 'alpha' is not an argument of forward"),
+        ({"signature": "(n),(n),(n),(n),(n)->(n)"}, "forward takes 4 tensor(s)"),
+        ({"inputs": {"nope": Index(high=3)}}, "inputs names 'nope'"),
+        ({"signature": "(n)->(n)", "inputs": {"X": Index(high="q")}}, "'q' is not a dimension"),
+        ({"signature": "(n)->(n)", "params": {"dim": Dim(), "k": Dim()}}, "one Dim parameter at most"),
+        ({"signature": "(n,k)->(n)", "params": {"dim": Dim()}}, "places one core dimension"),
+        ({"signature": "(n)->(n)", "min_sizes": {"q": 1}}, "min_sizes names 'q'"),
+        ({"signature": "(l)->(m)"}, "output_sizes="),
+        ({"params": {"dim": Param("a", choices=("b", "c"))}}, "not among its choices"),
+    ],
+)
+def test_declarations_that_do_not_fit_are_one_clear_error(fields, message):
+    """A contract that does not fit the forward (or itself) is refused, in one line."""
+    with pytest.raises(opzoo.ContractError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        spec_of(declare(up.Sparsemax, **fields))
+
+
+def test_param_kinds_validate_what_a_user_passes():
+    """Choices, flags, optional numbers: the values they take, and one clear error otherwise."""
+    spec = spec_of(SPARSEMAX)
+    assert spec.contract.bind({"k": "none", "ensure_sum_one": "false"}) == {
+        "dim": -1,
+        "k": None,
+        "ensure_sum_one": False,
+    }
+    assert spec.contract.bind({"k": 3})["k"] == 3
+    with pytest.raises(opzoo.ParamError, match="must be an integer or None"):
+        spec.contract.bind({"k": "x"})
+    with pytest.raises(opzoo.ParamError, match="one of True, False"):
+        spec.contract.bind({"ensure_sum_one": 1})
+    scale = spec_of(SCALE).contract
+    with pytest.raises(opzoo.ParamError, match="one of 'plain', 'double'"):
+        scale.bind({"mode": "triple"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_a_dim_is_drawn_everywhere_and_the_op_sees_it_there(data):
+    """The Dim is drawn from -rank to rank - 1, and the op gets its core dimension at that position
+    (checks see it last: the same values, permuted)."""
+    spec = spec_of(SPARSEMAX)
+    params, (x,) = data.draw(cases(spec))
+    dim = params["dim"]
+    assert -max(x.dim(), 1) <= dim < max(x.dim(), 1)
+    seen = []
+    op = bind(spec, params)
+    op.calling(lambda t: seen.append(t.shape) or t)(x)
+    assert seen == [x.movedim(-1, dim).shape]
+
+
+def test_dims_of_both_signs_and_sides_of_one_are_drawn():
+    """Under the ci profile a check meets negative and positive dims, and a size-1 dimension between
+    others (where a squeeze() without a dim goes wrong)."""
+    spec = spec_of(SPARSEMAX)
+    seen = {"neg": False, "pos": False, "middle_one": False, "rank5": False}
+
+    @settings(max_examples=50, derandomize=True, database=None, deadline=None)
+    @given(case=cases(spec))
+    def run(case):
+        params, (x,) = case
+        seen["neg"] |= params["dim"] < -1
+        seen["pos"] |= params["dim"] > 0
+        seen["middle_one"] |= 1 in x.shape[1:-1] and x.numel() > x.shape[-1]
+        seen["rank5"] |= x.dim() == 5
+
+    run()
+    assert all(seen.values()), seen
+
+
+def test_integer_targets_are_drawn_in_range_and_held_as_constants():
+    """An Index input is drawn in [0, c) (c >= 1 then), held out of the differentiated inputs, and
+    its gradient is None, rightly."""
+    spec = spec_of(NLL)
+
+    @settings(max_examples=40, derandomize=True, database=None, deadline=None)
+    @given(case=cases(spec))
+    def run(case):
+        _, (logp, target) = case
+        assert target.dtype == torch.int64 and logp.dim() == 2  # loop_dims=0: exactly (n, c)
+        assert target.shape == logp.shape[:1]
+        if target.numel():
+            assert 0 <= target.min() and target.max() < logp.shape[1]
+
+    run()
+    for inputs in edge_inputs(spec, "cpu"):
+        assert inputs[1].dtype == torch.int64 and inputs[0].dim() == 2
+
+
+@pytest.mark.parametrize("declared", [SPARSEMAX, NLL, PAIRMEAN, SCALE, GRAM], ids=lambda d: d.target.__name__)
+def test_correct_upstream_functions_pass_every_property(declared):
+    """Correct Functions written as packages write them pass every property, declared unchanged."""
+    results = assert_correct(declared, devices=["cpu"])
+    assert {r.prop for r in results} == set(PROPERTIES)
+
+
+def test_a_squeeze_without_a_dim_is_caught_under_ci():
+    """The (k, 1, n) bug of a published sparsemax: wrong only where another dimension has size 1,
+    caught under the ci profile."""
+    wrong = declare(up.SparsemaxSqueezed, SPARSEMAX.contract)
+    result = check_property(spec_of(wrong), "gradient", profile="ci")
+    assert result.status == "fail", result
+    shape = result.example["inputs"][0]["shape"]
+    assert 1 in shape and len(shape) >= 2, shape
+
+
+def test_assert_correct_raises_with_the_report():
+    """assert_correct raises AssertionError carrying each failure's report and reproduce lines."""
+    wrong = declare(up.SparsemaxSqueezed, SPARSEMAX.contract)
+    with pytest.raises(AssertionError) as info:
+        assert_correct(wrong, properties="gradient", devices=["cpu"])
+    text = str(info.value)
+    assert "1 of 1 opzoo check(s) of sparsemaxsqueezed failed" in text
+    assert "FAIL gradient[sparsemaxsqueezed]" in text and "replay(spec," in text
+
+
+def test_an_import_path_is_checked_from_the_command_line(tmp_path):
+    """`opzoo check pkg.mod:Class` checks a class no plugin publishes; its reproduce line names the
+    path; a path that does not import is one line, exit 2."""
+    (tmp_path / "mine.py").write_text(
+        "import torch\n"
+        "class Cube(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        ctx.save_for_backward(x)\n"
+        "        return x ** 3\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        (x,) = ctx.saved_tensors\n"
+        "        return g * 2 * x * x\n"  # wrong: 3 x^2
+    )
+    env = {"PYTHONPATH": str(tmp_path)}
+    out = run_opzoo("check", "mine:Cube", "-p", "gradient", "--profile", "ci", "-j", "1", env=env)
+    assert out.returncode == 1, out.stderr
+    assert "FAIL gradient[mine:Cube]" in out.stdout
+    assert "reproduce: opzoo check mine:Cube --property gradient" in out.stdout
+    assert "replay(spec_of('mine:Cube'), 'gradient'" in out.stdout
+    bad = run_opzoo("check", "nosuch.module:Cube", env=env)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "opzoo: error: cannot import 'nosuch.module:Cube': ModuleNotFoundError: No module named 'nosuch'"
+    ]
+
+
+def test_an_import_path_is_checked_by_the_pytest_plugin(tmp_path):
+    """`pytest --opzoo=pkg.mod:Class` makes one test per property of that class."""
+    (tmp_path / "mine.py").write_text(
+        "import torch\n"
+        "class Twice(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        return 2 * x\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return 2 * g\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--opzoo=mine:Twice",
+            "--opzoo-property=gradient,hygiene",
+            "--opzoo-profile=ci",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{ROOT / 'tests'}"},
+        timeout=600,
+    )
+    assert "2 passed, 2 skipped" in out.stdout, out.stdout + out.stderr

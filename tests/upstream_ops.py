@@ -1,0 +1,128 @@
+"""Functions written as published packages write them, knowing nothing of opzoo: classic
+``forward(ctx, ...)`` code with a ``dim``, optional arguments, flags, integer targets. tests/
+test_declare.py declares them with ``opzoo.declare`` (the classes are never modified) and checks them."""
+
+from __future__ import annotations
+
+import torch
+
+
+class Sparsemax(torch.autograd.Function):
+    """Sparsemax along ``dim`` (Martins & Astudillo, 2016), as entmax writes it: a classmethod-free
+    classic form with a ``dim``, an optional ``k`` it ignores, and a flag."""
+
+    @staticmethod
+    def forward(ctx, X, dim=-1, k=None, ensure_sum_one=True):
+        ctx.dim = dim
+        z = X - X.max(dim=dim, keepdim=True).values
+        srt = z.sort(dim=dim, descending=True).values
+        n = X.shape[dim]
+        shape = [1] * X.dim()
+        shape[dim] = n
+        rho = torch.arange(1, n + 1, dtype=X.dtype, device=X.device).view(shape)
+        cumsum = srt.cumsum(dim) - 1
+        support = (rho * srt > cumsum).sum(dim=dim, keepdim=True)
+        tau = cumsum.gather(dim, support - 1) / support.to(X.dtype)
+        Y = torch.clamp(z - tau, min=0)
+        if ensure_sum_one:
+            Y = Y / Y.sum(dim=dim, keepdim=True)
+        ctx.save_for_backward(Y)
+        return Y
+
+    @staticmethod
+    def backward(ctx, dY):
+        (Y,) = ctx.saved_tensors
+        dim = ctx.dim
+        support = Y > 0
+        dX = dY.clone()
+        dX[~support] = 0
+        v = dX.sum(dim=dim, keepdim=True) / support.to(dY.dtype).sum(dim=dim, keepdim=True)
+        dX = torch.where(support, dX - v, dX)
+        return dX, None, None, None
+
+
+class SparsemaxSqueezed(Sparsemax):
+    """The same with a copied bug: the support size is squeezed without a dim, which is right unless
+    another dimension has size 1 (then the gradient broadcasts over it, and is summed back)."""
+
+    @staticmethod
+    def backward(ctx, dY):
+        (Y,) = ctx.saved_tensors
+        dim = ctx.dim
+        support = Y > 0
+        dX = dY.clone()
+        dX[~support] = 0
+        size = support.to(dY.dtype).sum(dim=dim, keepdim=True).squeeze()
+        v = dX.sum(dim=dim) / size
+        dX = torch.where(support, dX - v.unsqueeze(dim), dX)
+        return dX, None, None, None
+
+
+class NLLLoss(torch.autograd.Function):
+    """Negative log-likelihood of integer targets, per row: ``(n, c), (n) -> (n)``, a trailing
+    argument with a default that nobody needs to declare."""
+
+    @staticmethod
+    def forward(ctx, logp, target, eps=0.0):
+        ctx.save_for_backward(target)
+        ctx.shape = logp.shape
+        return -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1) + eps
+
+    @staticmethod
+    def backward(ctx, grad):
+        (target,) = ctx.saved_tensors
+        out = torch.zeros(ctx.shape, dtype=grad.dtype, device=grad.device)
+        out.scatter_(-1, target.unsqueeze(-1), -grad.unsqueeze(-1))
+        return out, None, None
+
+
+class PairMean(torch.autograd.Function):
+    """The mean of each pair of neighbours along the last dimension, an odd one left alone at the end:
+    an output whose size the signature cannot name, ``(l) -> (m)`` with m = ceil(l / 2)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.length = x.shape[-1]
+        if x.shape[-1] % 2:
+            x = torch.cat([x, x[..., -1:]], dim=-1)
+        return x.unflatten(-1, (-1, 2)).mean(-1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = (grad / 2).repeat_interleave(2, dim=-1)
+        if ctx.length % 2:
+            g = g[..., :-1].clone()
+            g[..., -1] *= 2
+        return g
+
+
+class Scale(torch.autograd.Function):
+    """``x * alpha``, with alpha a tensor (saved for backward) and a ``mode`` string choice."""
+
+    @staticmethod
+    def forward(ctx, x, alpha, mode="plain"):
+        ctx.save_for_backward(alpha)
+        ctx.mode = mode
+        return x * alpha if mode == "plain" else x * alpha * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (alpha,) = ctx.saved_tensors
+        factor = 1 if ctx.mode == "plain" else 2
+        return grad * alpha * factor, None, None
+
+
+class Gram(torch.autograd.Function):
+    """``A Aᵀ`` of a batch of matrices: exactly three dimensions, ``(b, n, k) -> (b, n, n)``."""
+
+    @staticmethod
+    def forward(ctx, a):
+        if a.dim() != 3:
+            raise ValueError(f"expected a 3-D batch of matrices, got {a.dim()}-D")
+        ctx.save_for_backward(a)
+        return a @ a.transpose(1, 2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_tensors
+        return (grad + grad.transpose(1, 2)) @ a
