@@ -233,24 +233,30 @@ def test_workers_die_with_a_parent_killed_outright(env):
 
 
 def start_check(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
-    """Start ``opzoo ARGV`` in a session of its own, Ctrl-C as a terminal gives it."""
+    """Start ``opzoo ARGV`` in a session of its own, Ctrl-C as a terminal gives it. Its pipes are
+    unbuffered here, so that reading stderr up to a line keeps the rest for ``communicate``."""
     return subprocess.Popen(
         [sys.executable, "-m", "opzoo", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        bufsize=0,
         env={**os.environ, **env},
         preexec_fn=default_sigint,
         start_new_session=True,
     )
 
 
-def wait_for_line(proc: subprocess.Popen, start: str) -> None:
-    """Read ``proc``'s stderr until a line starts with ``start``."""
-    for line in proc.stderr:
-        if line.startswith(start):
-            return
-    raise AssertionError(f"{proc.args} ended before printing {start!r}")
+def wait_for_line(proc: subprocess.Popen, start: str) -> str:
+    """Read ``proc``'s stderr, byte by byte (nothing read ahead and lost to ``communicate``), until
+    a line starts with ``start``; what it read."""
+    seen = b""
+    while True:
+        byte = proc.stderr.read(1)
+        if not byte:
+            raise AssertionError(f"{proc.args} ended before printing {start!r}: {seen.decode()!r}")
+        seen += byte
+        if byte == b"\n" and seen.decode().splitlines()[-1].startswith(start):
+            return seen.decode()
 
 
 def signal_when_checking(
@@ -260,7 +266,7 @@ def signal_when_checking(
     (or to its whole process group); return the finished process, its stdout and stderr."""
     proc = start_check(argv, env)
     try:
-        wait_for_line(proc, f"checking {op}")
+        before = wait_for_line(proc, f"checking {op}")
         if group:
             os.killpg(proc.pid, signum)
         else:
@@ -268,7 +274,7 @@ def signal_when_checking(
         out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    return proc, out, err
+    return proc, out.decode(), before + err.decode()
 
 
 def _session_members(sid: int) -> list[int]:
