@@ -70,6 +70,7 @@ def insistent_interrupt(signals: tuple[int, ...] = (signal.SIGINT,)) -> Iterator
         return
     left = threading.Event()
     resender: list[threading.Thread] = []
+    fired: list[int] = []  # the first signal handled in the block
     main = threading.main_thread().ident
 
     def resend(signum: int) -> None:
@@ -80,15 +81,24 @@ def insistent_interrupt(signals: tuple[int, ...] = (signal.SIGINT,)) -> Iterator
         if left.is_set():  # a resent signal that arrived as the block ended: already handled
             return
         if not resender:
+            fired.append(signum)
             thread = threading.Thread(target=resend, args=(signum,), name="opzoo-interrupt", daemon=True)
             resender.append(thread)
             thread.start()
-        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+        raise _raised(signum)
 
     for s in ours:
         signal.signal(s, interrupt)
     try:
         yield
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        # Code on the way (hypothesis's bookkeeping, the op itself) turned the interrupt into another
+        # exception: it is still the interrupt that ends the block.
+        if fired:
+            raise _raised(fired[0]) from exc
+        raise
     finally:
         left.set()
         for thread in resender:
@@ -97,3 +107,10 @@ def insistent_interrupt(signals: tuple[int, ...] = (signal.SIGINT,)) -> Iterator
             thread.join()
         for s in ours:
             signal.signal(s, previous[s])
+    if fired:  # swallowed on the way (an `except BaseException` that went on): it still ends the block
+        raise _raised(fired[0])
+
+
+def _raised(signum: int) -> KeyboardInterrupt:
+    """The exception a stopping signal raises: KeyboardInterrupt for SIGINT, else Terminated."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
