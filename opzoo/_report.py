@@ -175,6 +175,7 @@ table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 td, th { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; }
 td.pass { background: #d8f0d8; } td.fail { background: #f4c7c3; font-weight: bold; }
 td.skip { background: #eee; color: #777; }
+table.verdicts { font-size: 0.75em; } table.verdicts td, table.verdicts th { padding: 0.15em 0.3em; }
 pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
 .note { color: #555; } img { display: block; margin: 0.5em 0; max-width: 100%; }
 """
@@ -216,7 +217,7 @@ def _verdicts(results: list[Any], props: Sequence[str]) -> str:
     passed = sum(r.status == "pass" for r in results)
     failed = sum(r.status == "fail" for r in results)
     return (
-        f"<h2>Verdicts</h2>\n<table><tr><th>op</th>{head}</tr>{''.join(rows)}</table>\n"
+        f"<h2>Verdicts</h2>\n<table class=verdicts><tr><th>op</th>{head}</tr>{''.join(rows)}</table>\n"
         f"<p>{passed} passed, {failed} failed, {len(results) - passed - failed} skipped.</p>"
     )
 
