@@ -320,14 +320,12 @@ def _histogram_figure(plt: Any, errors: Any) -> Any:
         k = errors.backward[name].double()
         finite = k[k.isfinite()]
         logs = finite.clamp(min=10**low).log10().numpy()
-        ax.hist(
-            logs, bins=40, range=(low, max(3.0, float(logs.max()) if len(logs) else 3.0)), color="#4c72b0"
-        )
+        top = max(3.0, float(logs.max()) if len(logs) else 3.0)
+        ax.hist(logs, bins=40, range=(low, top), color="#4c72b0", log=True)
         limit = BUDGETS.get(getattr(torch, name))
         if limit is not None:
             ax.axvline(math.log10(limit), color="#c44e52", linestyle="--", label=f"budget {limit:g}")
             ax.legend(fontsize=7, loc="upper right")
-        ax.set_yscale("log")
         worst = errors.worst(name)
         ax.set_title(f"{name}: worst k {_k(worst)}", fontsize=9)
         ax.set_xlabel("log10 k (k < 1e-3 at -3)", fontsize=8)
