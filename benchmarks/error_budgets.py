@@ -3,12 +3,13 @@
 
     .venv/bin/python benchmarks/error_budgets.py [NAME ...] [--examples N]
 
-For each op (all registered ops by default) and each dtype, on the inputs its ``reference`` check sees
-under the ci profile (50 derandomized examples, the fixed and the edge inputs):
-``k = |g - g64| / (eps * scale)`` per gradient element (``opzoo.testing._budget``), and prints a
-Markdown table: the elements measured, the worst ``k``, the worst ``k - 2 k_par`` (what the budget
-holds the op to; ``k_par`` is torch's own reference computed in that dtype) and the budget. The
-output, with the date and commit it prints first, goes into docs/testing.md ("Error budgets").
+For each op (all registered ops by default) and each dtype, on the inputs its ``reference`` check
+sees under the ci profile (50 derandomized examples, the fixed and the edge inputs): ``k = |g - g64|
+/ (eps * scale)`` per gradient element (``opzoo.testing._budget``, measured by
+``opzoo.testing._errors``), and prints a Markdown table: the elements measured, the worst ``k``, the
+worst ``k - 2 k_par`` (what the budget holds the op to; ``k_par`` is torch's own reference computed
+in that dtype) and the budget. The output, with the date and commit it prints first, goes into
+docs/testing.md ("Error budgets").
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pathlib import Path
 import torch
 
 from opzoo._loading import load
-from opzoo.testing._budget import BUDGETS, error_samples
+from opzoo.testing._budget import BUDGETS
+from opzoo.testing._errors import error_samples
 
 DTYPES = ("float64", "float32", "bfloat16", "float16")
 

@@ -2,10 +2,10 @@
 
 What it holds, per op: the verdict table (the properties run as ``opzoo check`` runs them, by the
 same runner), each failure with its reproduce lines, a histogram per dtype of the error in units of
-that dtype's epsilon (``testing/_budget``), and for an elementwise op a plot of the forward, the
-hand-written backward and the oracle's derivative over the range the checks draw from, with kinks
-and failing examples marked (for a surrogate op, the surrogate's derivative beside the true one).
-``mutation=True`` adds the mutation score (``mutation_section``).
+that dtype's epsilon (``testing/_budget``, ``testing/_errors``), and for an elementwise op a plot of
+the forward, the hand-written backward and the oracle's derivative over the range the checks draw
+from, with kinks and failing examples marked (for a surrogate op, the surrogate's derivative beside
+the true one). ``mutation=True`` adds the mutation score (``mutation_section``).
 
 Images are PNGs in ``data:`` URIs and the styles are inline: the file needs no server, no network
 and no other file. matplotlib is optional (the ``train`` extra); :func:`pyplot` says how to get it.
@@ -232,7 +232,7 @@ def _op_section(
     registry: Registry | None,
 ) -> tuple[str, int]:
     """One op: its failures, its derivative plot (elementwise ops), its error histograms."""
-    from opzoo.testing._budget import error_samples
+    from opzoo.testing._errors import error_samples
 
     parts = [f"<h2>{_e(spec.name)}</h2>"]
     if spec.summary:
@@ -438,13 +438,14 @@ def _oracle_slope(op: Any, x: torch.Tensor) -> tuple[torch.Tensor | None, str]:
     reference, else of the forward, else central differences (a surrogate op: the forward's true
     derivative, by central differences where the reference has none)."""
     from opzoo.testing import _oracles, _reference
+    from opzoo.testing._errors import no_autograd_oracle
 
     ones = torch.ones_like(x)
     spec = op.spec
     if spec.contract.reference is not None and spec.contract.surrogate is None:
         grads = _reference._ref_vjp(_reference.reference_of(op), (x,), (ones,))[1]
         return grads[0], "autograd of the declared reference"
-    if spec.kind == "function" and spec.contract.surrogate is None:
+    if no_autograd_oracle(spec) is None:
         leaf = x.detach().clone().requires_grad_()
         outs = _oracles._forward_outputs(op, (leaf,))
         if outs is not None and outs[0].requires_grad:

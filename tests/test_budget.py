@@ -7,7 +7,8 @@ import torch.nn.functional as F
 
 import opzoo
 from opzoo.testing import check_property
-from opzoo.testing._budget import BUDGETS, FLOOR, error_samples, in_eps
+from opzoo.testing._budget import BUDGETS, FLOOR, in_eps
+from opzoo.testing._errors import error_samples
 
 EPS32 = torch.finfo(torch.float32).eps
 

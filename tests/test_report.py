@@ -39,7 +39,8 @@ class _Page(HTMLParser):
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, int]:
     """A report of myrelu and a wrong op, through the command line: its path, its text, its exit."""
     path = tmp_path_factory.mktemp("report") / "report.html"
-    code = main(["report", "myrelu", WRONG, "--html", str(path), "-p", "gradient", "--examples", "3", "-j", "1"])
+    args = ["report", "myrelu", WRONG, "--html", str(path), "-p", "gradient", "--examples", "3", "-j", "1"]
+    code = main(args)
     return path, path.read_text(encoding="utf-8"), code
 
 

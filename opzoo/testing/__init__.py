@@ -19,7 +19,7 @@ _WHERE = {
     "replay": "_runner",
     "assert_correct": "_assert",
     "BUDGETS": "_budget",
-    "error_samples": "_budget",
+    "error_samples": "_errors",
     "in_eps": "_budget",
     "spec_of": "_assert",
     "PROPERTIES": "properties",
