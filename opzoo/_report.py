@@ -322,6 +322,7 @@ def _histogram_figure(plt: Any, errors: Any) -> Any:
         logs = finite.clamp(min=10**low).log10().numpy()
         top = max(3.0, float(logs.max()) if len(logs) else 3.0)
         ax.hist(logs, bins=40, range=(low, top), color="#4c72b0", log=True)
+        ax.set_ylim(0.5, 2.0 * max(len(logs), 1))  # autoscaling squeezes a lone bar to a sliver
         limit = BUDGETS.get(getattr(torch, name))
         if limit is not None:
             ax.axvline(math.log10(limit), color="#c44e52", linestyle="--", label=f"budget {limit:g}")
