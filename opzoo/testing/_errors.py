@@ -11,7 +11,7 @@ import torch
 
 from opzoo._registry import OpSpec, Registry
 from opzoo.testing._bound import Bound, Tensors, bind, grad_outputs, vjp
-from opzoo.testing._budget import in_eps
+from opzoo.testing._budget import in_eps, slack
 
 
 @dataclass
@@ -139,9 +139,10 @@ def measure(op: Bound, xs: Sequence[torch.Tensor], dtype: torch.dtype, into: Err
         for p, w in zip(par, want)
     ]
     bwd, bwd_par = [], []
+    off = slack(gs)
     for g, w, p in zip(grads, want_grads, par_grads):
-        k = in_eps(g, w, dtype)
-        kp = in_eps(p, w, dtype) if p is not None else torch.zeros_like(k)
+        k = in_eps(g, w, dtype, off)
+        kp = in_eps(p, w, dtype, off) if p is not None else torch.zeros_like(k)
         if away is not None and away.shape == k.shape:
             k, kp = k[away], kp[away]
         bwd.append(k.reshape(-1))

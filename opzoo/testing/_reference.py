@@ -50,7 +50,7 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
             if dtype == torch.float64 or not budgeted:
                 close(got, expected, TOLERANCES[dtype], what, x, par=p, scaled=scaled)
             else:
-                _budget.within(got, expected, dtype, what, x, par=p)
+                _budget.within(got, expected, dtype, what, x, par=p, slack=_budget.slack(gs))
 
         for j, (got, expected) in enumerate(zip(outs, want)):
             what = f"forward in {name} differs from the reference{where(j, len(outs), 'output')}"
