@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Callable, NoReturn, Sequence
 
-from opzoo._commands import EXIT_OK, EXIT_USAGE, bench, check, in_torchrun, listing, quiet_rank, train
+from opzoo._commands import EXIT_OK, EXIT_USAGE, bench, check, in_torchrun, listing, quiet_rank, report, train
 from opzoo.exceptions import OpZooError, WriteError
 
 #: The exit status of a write that failed: EX_IOERR of sysexits.h (see WriteError).
@@ -93,6 +93,7 @@ COMMANDS: dict[str, tuple[Callable[[Any], argparse.ArgumentParser], Callable[[ar
     "train": (train.add_train, train.run_train),
     "check": (check.add_check, check.run_check),
     "bench": (bench.add_bench, bench.run_bench),
+    "report": (report.add_report, report.run_report),
 }
 
 
