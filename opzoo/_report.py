@@ -19,13 +19,12 @@ import html
 import io
 import math
 import os
-import stat
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
 
+from opzoo import _files
 from opzoo._registry import OpSpec, Registry
 from opzoo.exceptions import ConfigError, one_line
 
@@ -106,38 +105,11 @@ def build(
 
 
 def write(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` atomically (a temp file in the same folder, then a rename); refuse
-    to replace anything but a regular file (a folder, a device, a link)."""
+    """Write ``text`` to ``path`` as opzoo writes every file (opzoo/_files.py): whole or not at
+    all, only over a regular file (a device, fifo, socket or folder refused), a symlink followed."""
     path = os.fspath(path)
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        raise ConfigError(f"cannot write report {path!r}: {exc.strerror or exc}") from None
-    if mode is not None and not stat.S_ISREG(mode):
-        raise ConfigError(f"cannot write report {path!r}: it exists and is not a regular file")
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise ConfigError(f"cannot write report {path!r}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise ConfigError(f"cannot write report {path!r}: {exc.strerror or exc}") from None
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    _files.check_destination("report", path)
+    _files.write("report", path, text.encode("utf-8"))
 
 
 def mutation_section(

@@ -94,20 +94,20 @@ def test_the_mutation_section_says_so_when_opzoo_mutate_is_missing(monkeypatch):
     assert "not available" in section and "_mutate" in section
 
 
-def test_the_report_replaces_only_a_regular_file(tmp_path):
-    """A regular file is replaced atomically (no temp file left); a folder or a link is refused."""
+def test_the_report_is_written_as_every_opzoo_file(tmp_path):
+    """As opzoo/_files.py writes every file: a regular file replaced whole (no temp file left), a
+    folder refused with one line, a symlink followed (the file it names replaced, the link kept)."""
     target = tmp_path / "r.html"
     target.write_text("old")
     _report.write(target, "<html></html>")
     assert target.read_text() == "<html></html>"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]
-    with pytest.raises(ConfigError, match="not a regular file"):
+    with pytest.raises(ConfigError, match="it is a folder"):
         _report.write(tmp_path, "x")
     link = tmp_path / "link.html"
     link.symlink_to(target)
-    with pytest.raises(ConfigError, match="not a regular file"):
-        _report.write(link, "x")
-    assert target.read_text() == "<html></html>"
+    _report.write(link, "<html>new</html>")
+    assert link.is_symlink() and target.read_text() == "<html>new</html>"
 
 
 def _browser() -> str | None:
