@@ -14,7 +14,18 @@ import os
 import sys
 from typing import Any, Callable, NoReturn, Sequence
 
-from opzoo._commands import EXIT_OK, EXIT_USAGE, bench, check, in_torchrun, listing, quiet_rank, report, train
+from opzoo._commands import (
+    EXIT_OK,
+    EXIT_USAGE,
+    bench,
+    check,
+    in_torchrun,
+    listing,
+    mutate,
+    quiet_rank,
+    report,
+    train,
+)
 from opzoo.exceptions import OpZooError, WriteError
 
 #: The exit status of a write that failed: EX_IOERR of sysexits.h (see WriteError).
@@ -92,6 +103,7 @@ COMMANDS: dict[str, tuple[Callable[[Any], argparse.ArgumentParser], Callable[[ar
     "info": (listing.add_info, listing.run_info),
     "train": (train.add_train, train.run_train),
     "check": (check.add_check, check.run_check),
+    "mutate": (mutate.add_mutate, mutate.run_mutate),
     "bench": (bench.add_bench, bench.run_bench),
     "report": (report.add_report, report.run_report),
 }

@@ -1,8 +1,14 @@
-"""opzoo's pytest plugin: ``pytest --opzoo`` checks every registered op, ``--opzoo=a,b`` some.
+"""opzoo's pytest plugin: ``pytest --opzoo`` checks every registered op, ``--opzoo=a,b`` some;
+``pytest --opzoo-mutate`` mutation-tests the checks of every op (``--opzoo-mutate=a,b``: of some).
 
 Registered under the ``pytest11`` entry point, so it is active wherever opzoo is installed, and
 cheap until asked for: nothing heavy is imported unless ``--opzoo`` is given. Each op x property
-(x device) becomes one test with an id like ``gradient[myrelu]``.
+(x device) becomes one test with an id like ``gradient[myrelu]``; under ``--opzoo-mutate`` each
+op x mutant becomes one, ``mutant[myrelu~sign]``: it passes when a property kills the mutant, fails
+when the mutant survives (the report says why, where a reason can be given, and the op's score so far
+is in the summary), and is skipped when the mutant does not apply. ``mutant[myrelu~identity]``, the
+control, fails if the op fails a property by itself; ``--opzoo-min-score`` fails a survivor only
+while the op's kill rate so far is below it.
 
 Under pytest-xdist (``-n 2``) every worker collects the same items in the same order (ids come from
 the registry, never from a run's state) and each check's hypothesis examples are keyed by its id; the
@@ -17,6 +23,7 @@ import pytest
 
 from opzoo.testing._profiles import HELP as PROFILES_HELP
 from opzoo.testing._profiles import PROFILES
+from opzoo.testing.properties import parse_properties
 
 # The registry this session checks, loaded once at collection; kept on the config, not in a global.
 REGISTRY = pytest.StashKey[Any]()
@@ -24,6 +31,9 @@ REGISTRY = pytest.StashKey[Any]()
 SPECS = pytest.StashKey[dict]()
 # Ops that hung in this session: their remaining properties are skipped, not waited for again.
 HUNG = pytest.StashKey[set]()
+# --opzoo-mutate: the verdicts so far, by op; and the minimum score, parsed.
+MUTATED = pytest.StashKey[dict]()
+MIN_SCORE = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,6 +54,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated properties to check (default: all)",
     )
     group.addoption("--opzoo-profile", default=None, choices=list(PROFILES), help=PROFILES_HELP)
+    group.addoption(
+        "--opzoo-mutate",
+        nargs="?",
+        const="*",
+        default=None,
+        metavar="NAMES",
+        help="mutation-test the checks of registered ops (all, or a comma-separated list): one test per "
+        "op x mutant, passing when a property kills it",
+    )
+    group.addoption(
+        "--opzoo-mutant",
+        default=None,
+        metavar="MUTANTS",
+        help="comma-separated mutants for --opzoo-mutate (default: all)",
+    )
+    group.addoption(
+        "--opzoo-min-score",
+        default=None,
+        metavar="SCORE",
+        help="under --opzoo-mutate, a survivor fails only while its op's kill rate is below SCORE "
+        "(0.99 or 99%%; default: every survivor fails)",
+    )
     group.addoption(
         "--opzoo-timeout",
         type=float,
@@ -101,6 +133,67 @@ class OpzooItem(pytest.Item):
         return "opzoo", None, self.name
 
 
+class MutantItem(pytest.Item):
+    """One mutant of one op (``--opzoo-mutate``); the control runs first, its failing properties are
+    not asked of the op's other mutants."""
+
+    def __init__(self, *, op: str, mutant: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.op, self.mutant = op, mutant
+
+    def runtest(self) -> None:
+        from opzoo.testing._mutate import CONTROL, KILLED, NOT_APPLICABLE, PASSED, SURVIVED, Score, mutate_one
+
+        registry = self.config.stash[REGISTRY]
+        spec = self.config.stash.get(SPECS, {}).get(self.op) or registry.info(self.op)
+        seen = self.config.stash.setdefault(MUTATED, {}).setdefault(self.op, [])
+        failing = {self.op: [p for v in seen if v.mutant == CONTROL for p in v.prop.split(", ") if p]}
+        chosen = self.config.getoption("opzoo_property")
+        props = parse_properties(None if chosen is None else [chosen])
+        verdict = mutate_one(
+            spec,
+            self.mutant,
+            props=props,
+            failing=failing,
+            profile=self.config.getoption("opzoo_profile") or "ci",
+            registry=registry,
+            timeout=self.config.getoption("opzoo_timeout"),
+        )
+        if self.mutant == CONTROL:
+            verdict = _control_verdict(verdict)
+        seen.append(verdict)
+        if verdict.status == NOT_APPLICABLE:
+            pytest.skip(f"not applicable: {verdict.reason}")
+        if verdict.status in (KILLED, PASSED):
+            return
+        score = Score.of(seen)
+        rate = "-" if score.rate is None else f"{100 * score.rate:.1f}%"
+        minimum = self.config.stash.get(MIN_SCORE, None)
+        report = f"{verdict.status} {self.op}~{self.mutant}: {verdict.why()} (the op's score so far: {rate})"
+        if verdict.status == SURVIVED and minimum is not None and (score.rate or 0) >= minimum:
+            pytest.skip(report)
+        raise OpzooCheckFailed(report)
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
+        if isinstance(excinfo.value, OpzooCheckFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return "opzoo", None, self.name
+
+
+def _control_verdict(verdict: Any) -> Any:
+    """The control as mutate_one runs it (every property, none failing) as a control verdict."""
+    from opzoo.testing._mutate import FAILED, KILLED, PASSED
+
+    if verdict.status == KILLED:
+        verdict.status, verdict.reason = FAILED, f"{verdict.prop}: {verdict.reason}"
+    else:
+        verdict.status, verdict.reason = PASSED, ""
+    return verdict
+
+
 class OpzooLoadItem(pytest.Item):
     """A plugin or op that failed to load: a failing test, not a silent gap in the checks."""
 
@@ -121,6 +214,8 @@ class OpzooLoadItem(pytest.Item):
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
     wanted = config.getoption("opzoo")
+    if config.getoption("opzoo_mutate") is not None:
+        _collect_mutants(session, config, items)
     if wanted is None:
         return
     from opzoo._commands import check_seconds
@@ -128,7 +223,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     from opzoo._registry import lookup
     from opzoo.exceptions import ConfigError, OpNotFoundError, OpZooError
     from opzoo.testing._runner import DEVICES, result_id
-    from opzoo.testing.properties import parse_properties
 
     reg = config.stash[REGISTRY] = load()
     if wanted == "*":
@@ -172,3 +266,46 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                 # order, so that one that hangs skips the op's others there as in a serial run.
                 item.add_marker(pytest.mark.xdist_group(name))
                 items.append(item)
+
+
+def _collect_mutants(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
+    """One item per op x mutant, the control first (``--opzoo-mutate``)."""
+    from opzoo._loading import load
+    from opzoo._registry import lookup
+    from opzoo.exceptions import OpNotFoundError, OpZooError
+    from opzoo.testing._mutants import MUTANTS, parse_mutants
+
+    wanted = config.getoption("opzoo_mutate")
+    try:
+        chosen = config.getoption("opzoo_mutant")
+        mutants = parse_mutants(None if chosen is None else [chosen])
+        parse_properties(
+            None if config.getoption("opzoo_property") is None else [config.getoption("opzoo_property")]
+        )
+        raw = config.getoption("opzoo_min_score")
+        if raw is not None:
+            from opzoo.testing._mutate import parse_score
+
+            config.stash[MIN_SCORE] = parse_score(raw)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--opzoo-mutate: {exc}") from None
+    reg = config.stash[REGISTRY] = config.stash.get(REGISTRY, None) or load()
+    names = (
+        [s.name for s in reg.load_all()]
+        if wanted == "*"
+        else [n.strip() for n in wanted.split(",") if n.strip()]
+    )
+    control = next(m.name for m in MUTANTS.values() if m.control)
+    for name in dict.fromkeys(names):
+        if wanted != "*":
+            try:
+                config.stash.setdefault(SPECS, {})[name] = lookup(reg, name)
+            except OpNotFoundError as exc:
+                raise pytest.UsageError(f"--opzoo-mutate: {exc}") from None
+            except OpZooError as exc:
+                items.append(OpzooLoadItem.from_parent(session, name=f"load[{name}]", failure=str(exc)))
+                continue
+        for mutant in [control, *(m for m in mutants if m != control)]:
+            item = MutantItem.from_parent(session, name=f"mutant[{name}~{mutant}]", op=name, mutant=mutant)
+            item.add_marker(pytest.mark.xdist_group(f"mutate-{name}"))  # the control first, on one worker
+            items.append(item)

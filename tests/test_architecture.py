@@ -158,11 +158,11 @@ def test_the_torch_column_is_true():
 
 
 def test_help_texts_import_no_torch():
-    """`opzoo --help`, `opzoo check --help` (whose list of properties comes from the table of
-    properties) and `opzoo report --help` are quick: they import no torch."""
+    """`opzoo --help`, `opzoo check --help`, `opzoo mutate --help` (whose lists of properties and
+    mutants come from their tables) and `opzoo report --help` are quick: they import no torch."""
     code = (
         "import sys\nfrom opzoo.cli import main\n"
-        "for args in (['--help'], ['check', '--help'], ['report', '--help']):\n"
+        "for args in (['--help'], ['check', '--help'], ['mutate', '--help'], ['report', '--help']):\n"
         "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
         "print('torch' in sys.modules)"
     )
@@ -170,6 +170,7 @@ def test_help_texts_import_no_torch():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("False")
     assert "double_backward:" in out.stdout and "forward_mode:" in out.stdout
+    assert "wrong_above_4096:" in out.stdout
 
 
 def test_no_module_is_shadowed_by_a_global():
@@ -285,6 +286,8 @@ def test_the_kind_of_an_op_is_read_only_where_the_table_says():
         "opzoo.nn",
         "opzoo.testing._bound",
         "opzoo.testing._forward",
+        "opzoo.testing._mutant_facts",
+        "opzoo.testing._mutant_ops",
         "opzoo.testing.properties",
     }
     telling = re.compile(
@@ -306,6 +309,17 @@ def test_the_docs_table_of_properties_follows_the_records():
     table = text.split("| property | what must hold | why |", 1)[1].split("\n\n", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \|", table, flags=re.M)
     assert rows == list(PROPERTIES)
+
+
+def test_the_docs_table_of_mutants_follows_the_records():
+    """docs/testing.md's table of mutants has one row per record in MUTANTS, in its order, with the
+    record's summary (the help text is generated from the records)."""
+    from opzoo.testing._mutants import MUTANTS
+
+    text = (ROOT / "docs" / "testing.md").read_text()
+    table = text.split("| mutant | what it does | seen by |", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `([\w.-]+)` \| (.*?) \|", table, flags=re.M)
+    assert rows == [(m.name, m.summary) for m in MUTANTS.values()]
 
 
 def test_every_hook_has_a_fake_plugin():

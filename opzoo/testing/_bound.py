@@ -249,11 +249,12 @@ def noncontiguous(t: torch.Tensor) -> torch.Tensor:
 
 
 def vjp(
-    op: Bound, xs: Sequence[torch.Tensor], gs: Sequence[torch.Tensor] | None = None
+    op: Bound, xs: Sequence[torch.Tensor], gs: Sequence[torch.Tensor] | None = None, *, strided: bool = False
 ) -> tuple[Tensors, Tensors]:
     """The outputs and the gradient of ``sum(out_j * g_j)`` with respect to each input (zeros
-    where the op gives None). ``gs`` default: :func:`grad_outputs`."""
-    leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
+    where the op gives None). ``gs`` default: :func:`grad_outputs`. ``strided``: each input keeps
+    its strides, a strided slice too (a clone would make that one contiguous again)."""
+    leaves = tuple(_leaf(x, strided) for x in xs)
     outs = op.outputs(*leaves)
     gs = grad_outputs(outs) if gs is None else tuple(gs)
     grads = torch.autograd.grad(outs, leaves, gs, allow_unused=True)
@@ -261,6 +262,17 @@ def vjp(
         tuple(o.detach() for o in outs),
         tuple(torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)),
     )
+
+
+def _leaf(x: torch.Tensor, strided: bool) -> torch.Tensor:
+    """A leaf copy of ``x``; with ``strided``, with ``x``'s strides (none of them 0: a write there
+    would land twice)."""
+    if strided and not x.is_contiguous() and 0 not in x.stride():
+        leaf = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+        with torch.no_grad():
+            leaf.copy_(x)
+        return leaf.requires_grad_()
+    return x.detach().clone().requires_grad_()
 
 
 def once_differentiable(grads: Sequence[torch.Tensor | None]) -> bool:

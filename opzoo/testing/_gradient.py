@@ -5,6 +5,7 @@ surrogate. Where the function (or, for double backward, its first derivative) is
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Callable, Sequence
 
@@ -23,6 +24,7 @@ from opzoo.testing._bound import (
     grad_outputs,
     noncontiguous,
     once_differentiable,
+    ramp,
     worst_gradient_mismatch,
 )
 from opzoo.testing._onesided import Probe, jacobian_rows
@@ -144,6 +146,38 @@ def _kind(probe: Probe) -> str:
     return KINDS[int(probe.kind[~probe.smooth][0])]
 
 
+def _through_grad_outputs(
+    outs: Tensors, leaves: Tensors, gs: Tensors, firsts: Sequence[torch.Tensor | None]
+) -> None:
+    """The first derivative's derivative with respect to the grad_outputs, which gradcheck of it in
+    the inputs alone does not see: a gradient is linear in its grad_outputs, so for any u and v,
+    <d<first(g), u>/dg, v> = <first(v), u>, exactly. A backward that detaches its result (or runs
+    under no_grad) breaks this even where the op's second derivative in its inputs is zero (a
+    ReLU): a gradient penalty through such an op is silently wrong."""
+    us = tuple(ramp(x.detach(), k + 3) for k, x in enumerate(leaves))
+    pairs = [(f, u) for f, u in zip(firsts, us) if f is not None and f.requires_grad]
+    if not pairs:
+        return
+    hs = torch.autograd.grad(
+        [f for f, _ in pairs], gs, [u for _, u in pairs], retain_graph=True, allow_unused=True
+    )
+    vs = tuple(ramp(g.detach(), k + 5) for k, g in enumerate(gs))
+    seconds = torch.autograd.grad(outs, leaves, vs, retain_graph=True, allow_unused=True)
+    left = [(h * v).sum() for h, v in zip(hs, vs) if h is not None]
+    right = [(s * u).sum() for s, u in zip(seconds, us) if s is not None]
+    lhs, rhs = float(sum(left, torch.tensor(0.0))), float(sum(right, torch.tensor(0.0)))
+    scale = sum(float((h * v).abs().sum()) for h, v in zip(hs, vs) if h is not None)
+    scale += sum(float((s * u).abs().sum()) for s, u in zip(seconds, us) if s is not None)
+    if not (math.isfinite(lhs) and math.isfinite(rhs)):
+        return  # not finite at this input: nothing to compare
+    if abs(lhs - rhs) > 1e-7 * scale + 1e-12:
+        raise PropertyFailed(
+            "second derivative is wrong with respect to grad_output: the first derivative is linear in "
+            f"the grad_outputs, yet its derivative along them gives {lhs:.9g} where the backward "
+            f"gives {rhs:.9g} (a backward that detaches its result, or runs under no_grad?)"
+        )
+
+
 def double_backward(op: Bound, *xs: torch.Tensor) -> None:
     """Second derivatives that come back are right: gradgradcheck with contiguous and
     non-contiguous grad_outputs, in a graph where each input is also used elsewhere (so that a
@@ -170,7 +204,10 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
         firsts = torch.autograd.grad(outs, leaves, gs, create_graph=True, allow_unused=True)
         if once_differentiable(firsts):
             raise RuntimeError("the backward is marked once_differentiable")
-        torch.autograd.grad([g.sum() for g in firsts if g is not None], leaves, allow_unused=True)
+        torch.autograd.grad(
+            [g.sum() for g in firsts if g is not None], leaves, allow_unused=True, retain_graph=True
+        )
+        _through_grad_outputs(outs, leaves, gs, firsts)
     except RuntimeError as exc:
         if declared:
             raise PropertyFailed(f"double_backward=True is declared, but: {one_line(exc)}") from None

@@ -92,7 +92,9 @@ def check_all(
         # Run order: an op's first check (alone), then its slow ones, so that they do not end the
         # run on one worker while the other idles; the results keep the serial order.
         order = sorted(tasks, key=lambda t: (t[0], t[1] != props[0], not PROPERTIES[t[1]].slow))
-        _Pool(specs, jobs, grace, kw).run(order, done, started)
+        _Pool(specs, jobs, grace, kw, compiles=lambda prop: PROPERTIES[prop].compiles).run(
+            order, done, started
+        )
     finally:
         ordered = [done[t] for t in tasks if t in done]
         if into is not None:
@@ -100,10 +102,57 @@ def check_all(
     return ordered
 
 
+def run_pool(
+    specs: Sequence[OpSpec],
+    tasks: Sequence[Task],
+    work: Callable[..., Any],
+    *,
+    jobs: int,
+    limit: float | None,
+    done: dict[Task, Any] | None = None,
+    started: Callable[[OpSpec], None] = lambda spec: None,
+    grace: float = GRACE,
+    **kw: Any,
+) -> dict[Task, Any]:
+    """Run ``work(specs[i], what, device=device, **kw)`` for each task ``(i, what, device)``, in
+    ``jobs`` forked workers as :func:`check_all` runs checks (in this process where it would: one
+    job, no fork, CUDA initialised): an op's first task alone, its others once it is back; a task
+    that crashes its worker, or runs ``grace`` seconds past ``limit``, becomes a failing
+    :class:`~opzoo.testing._runner.Result`. ``work`` returns a picklable record with a ``timed_out``
+    attribute (true: the op's other tasks are not run). The results by task, in ``done`` (if given)
+    as they come, so that an interrupted caller keeps those finished."""
+    done = {} if done is None else done
+    jobs = min(jobs, len(tasks))
+    if jobs <= 1 or not can_fork() or _cuda_initialized():
+        seen: set[int] = set()
+        for task in tasks:
+            i, what, device = task
+            if i not in seen:
+                seen.add(i)
+                started(specs[i])
+            done[task] = work(specs[i], what, device=device, **kw)
+        return done
+    import torch._dynamo  # noqa: F401  (once here, not in every worker: see check_all)
+
+    _Pool(specs, jobs, grace, kw, work=work, limit=limit).run(list(tasks), done, started)
+    return done
+
+
 class _Pool:
-    def __init__(self, specs: Sequence[OpSpec], jobs: int, grace: float, kw: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        specs: Sequence[OpSpec],
+        jobs: int,
+        grace: float,
+        kw: dict[str, Any],
+        *,
+        work: Callable[..., Any] = check_property,
+        limit: float | None = None,
+        compiles: Callable[[str], bool] = lambda what: False,
+    ) -> None:
         self.specs, self.jobs, self.grace, self.kw = specs, jobs, grace, kw
-        self.timeout: float | None = kw.get("timeout")
+        self.work, self.compiles = work, compiles
+        self.timeout: float | None = limit if limit is not None else kw.get("timeout")
         self.threads = max(1, _torch_threads() // jobs)
         self.context = multiprocessing.get_context("fork")
 
@@ -132,7 +181,7 @@ class _Pool:
                 seen.add(i)
                 # An op's first check is its first in the order (the quick one); then any.
                 if i not in probing and (i in probed or first):
-                    if compiler == PROPERTIES[prop].compiles:
+                    if compiler == self.compiles(prop):
                         eligible.insert(0, k)
                         break
                     if not eligible:
@@ -210,7 +259,7 @@ class _Pool:
         ours, theirs = self.context.Pipe()
         proc = self.context.Process(
             target=_serve,
-            args=(theirs, self.specs, self.kw, self.threads, os.getpid()),
+            args=(theirs, self.specs, self.kw, self.threads, self.work, os.getpid()),
             name="opzoo-check",
             daemon=True,
         )
@@ -260,8 +309,15 @@ def _torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def _serve(conn: Connection, specs: Sequence[OpSpec], kw: dict[str, Any], threads: int, parent: int) -> None:
-    """A worker: run the tasks the parent sends, send back each Result, until it sends None."""
+def _serve(
+    conn: Connection,
+    specs: Sequence[OpSpec],
+    kw: dict[str, Any],
+    threads: int,
+    work: Callable[..., Any],
+    parent: int,
+) -> None:
+    """A worker: run the tasks the parent sends, send back each result, until it sends None."""
     # Ends with the parent, however the parent ends: a parent killed with SIGKILL (or whose SIGTERM
     # handler never ran) left its workers asleep on the output pipes for minutes.
     die_with_parent(parent)
@@ -282,7 +338,7 @@ def _serve(conn: Connection, specs: Sequence[OpSpec], kw: dict[str, Any], thread
         if task is None:
             return
         i, prop, device = task
-        result = check_property(specs[i], prop, device=device, **kw)
+        result = work(specs[i], prop, device=device, **kw)
         try:
             conn.send(result)
         except (OSError, EOFError):

@@ -1,0 +1,257 @@
+"""`opzoo mutate`: every mutant is killed on some op by the property meant to see it, a survivor says
+why it survived, and the command's score, JSON and errors hold up."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import run_opzoo
+from correct_ops import Cube, RoundsByPath, SeedMyReLU
+
+import opzoo
+from opzoo.testing._mutants import MUTANTS
+from opzoo.testing._mutate import CONTROL, KILLED, NOT_APPLICABLE, SURVIVED, Score, mutate_one, parse_score
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class SinCos(torch.autograd.Function):
+    """x -> (sin x, cos x): an op of two outputs."""
+
+    opzoo_contract = opzoo.Contract(signature="()->(),()")
+
+    @staticmethod
+    def forward(x):
+        return torch.sin(x), torch.cos(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, gs, gc):
+        (x,) = ctx.saved_tensors
+        return gs * torch.cos(x) - gc * torch.sin(x)
+
+
+class Sqrt(torch.autograd.Function):
+    """sqrt on its domain, x > 0, which excludes negative inputs."""
+
+    opzoo_contract = opzoo.Contract(domain=(0, math.inf))
+
+    @staticmethod
+    def forward(x):
+        return torch.sqrt(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad / (2 * y)
+
+
+def _registry() -> opzoo.Registry:
+    reg = opzoo.Registry()
+    for name, cls in {
+        "cube": Cube,
+        "times": RoundsByPath,
+        "seed_myrelu": SeedMyReLU,
+        "sincos": SinCos,
+        "sqrt": Sqrt,
+    }.items():
+        reg.register(cls, name=name)
+    return reg
+
+
+REG = _registry()
+
+#: mutant -> (the op it is killed on, the property that kills it): the cheapest pair that shows it.
+KILLS = {
+    "sign": ("cube", "gradient"),
+    "factor_1e-3": ("cube", "autograd"),
+    "double_half": ("cube", "gradient"),
+    "ones_grad_output": ("cube", "gradient"),
+    "swap_inputs": ("times", "gradient"),
+    "roll": ("cube", "gradient"),
+    "mean_not_sum": ("times", "gradient"),
+    "zero_slice": ("cube", "gradient"),
+    "noise": ("cube", "gradient"),
+    "grad_output_in_place": ("cube", "hygiene"),
+    "detached": ("seed_myrelu", "double_backward"),  # zero second derivative in x: seen through grad_output
+    "float32": ("cube", "autograd"),
+    "wrong_on_0d": ("cube", "gradient"),
+    "wrong_on_size1": ("cube", "gradient"),
+    "wrong_above_4096": ("cube", "gradient"),
+    "at_kinks": ("seed_myrelu", "gradient"),  # a kink nobody declared, found
+    "jvp_factor": ("myrelu", "forward_mode"),
+    "drop_last_input": ("times", "gradient"),
+    "second_output": ("sincos", "gradient"),
+    "noncontiguous_grad_output": ("cube", "layout"),
+    "noncontiguous_input": ("cube", "layout"),
+    "needs_input_grad": ("times", "subsets"),
+    "wrong_in_low_precision": ("myrelu", "reference"),
+    "nan_when_large": ("cube", "extremes"),
+    "not_repeatable": ("cube", "hygiene"),
+    "wrong_on_negatives": ("cube", "gradient"),
+}
+
+
+def _spec(name: str):
+    return REG.info(name) if name in REG else opzoo.info(name)
+
+
+def test_every_mutant_has_an_op_that_kills_it():
+    """Each mutant but the control is in KILLS: a mutant no check is shown to kill proves nothing."""
+    assert set(KILLS) == set(MUTANTS) - {CONTROL}
+    assert len(KILLS) >= 15
+
+
+@pytest.mark.parametrize("mutant", list(KILLS))
+def test_each_mutant_is_killed_by_the_property_meant_to_see_it(mutant):
+    """The mutant, on its op, is killed by that property; and that property is among those the
+    mutant's record says can see it, or the first it runs."""
+    op, prop = KILLS[mutant]
+    verdict = mutate_one(_spec(op), mutant, props=[prop])
+    assert verdict.status == KILLED, verdict.why()
+    assert verdict.prop == prop and verdict.changed
+
+
+def test_the_control_passes_the_properties_that_kill_the_mutants():
+    """The control (the wrapping alone) is killed by none of the properties that kill the mutants
+    on those ops: a kill is the mutant's, not the wrapping's."""
+    for op in ("cube", "times", "seed_myrelu", "sincos"):
+        props = sorted({prop for o, prop in KILLS.values() if o == op})
+        verdict = mutate_one(_spec(op), CONTROL, props=props)
+        assert verdict.status == SURVIVED, verdict.why()
+
+
+def test_a_survivor_says_the_domain_excludes_negatives():
+    """A mutant wrong only on negative inputs survives on an op whose domain excludes them, and says
+    so; on an op whose gradient is zero there it says that instead."""
+    verdict = mutate_one(REG.info("sqrt"), "wrong_on_negatives", props=["gradient"])
+    assert verdict.status == SURVIVED and not verdict.changed
+    assert verdict.reason == "the contract's domain (0, inf) excludes negative inputs"
+    relu = mutate_one(REG.info("seed_myrelu"), "wrong_on_negatives", props=["gradient"])
+    assert relu.status == SURVIVED and "gradient was zero wherever" in relu.reason
+
+
+def test_a_survivor_whose_catchers_did_not_run_says_so():
+    """A factor of 1 + 1e-3 (inside finite differences' tolerance) survives `gradient` alone with the
+    reason that the oracles able to see it were not run; the score counts it."""
+    verdict = mutate_one(REG.info("cube"), "factor_1e-3", props=["gradient"])
+    assert verdict.status == SURVIVED and verdict.explained
+    assert verdict.reason.startswith("the properties that can see it did not run (autograd: not run")
+    assert Score.of([verdict]).rate == 0.0
+
+
+def test_a_mutant_that_does_not_apply_is_not_counted():
+    """Swapping two inputs' gradients on an op of one input is not applicable, and not in the score."""
+    verdict = mutate_one(REG.info("cube"), "swap_inputs")
+    assert verdict.status == NOT_APPLICABLE and "one input" in verdict.reason
+    assert Score.of([verdict]).rate is None
+
+
+def test_scores_parse_as_fractions_or_percentages():
+    """0.99 and 99% are the same minimum; 2, -1, nan and words are refused."""
+    assert parse_score("0.99") == parse_score("99%") == pytest.approx(0.99)
+    for bad in ("2", "-1", "nan", "high"):
+        with pytest.raises(ValueError, match="a fraction from 0 to 1"):
+            parse_score(bad)
+
+
+def test_mutate_reports_json_and_exits_1_below_the_minimum_score():
+    """`opzoo mutate --json --min-score`: the JSON parses, has the verdicts and scores, and the exit
+    status is 1 below the minimum, 0 at it."""
+    args = ("mutate", "myrelu", "-m", "sign,wrong_on_negatives", "-p", "gradient", "-j", "1", "--json")
+    below = run_opzoo(*args, "--min-score", "0.9")
+    assert below.returncode == 1, below.stderr
+    data = json.loads(below.stdout)
+    statuses = {v["mutant"]: v["status"] for v in data["verdicts"]}
+    assert statuses == {"identity": "control passed", "sign": "killed", "wrong_on_negatives": "survived"}
+    assert data["total"]["rate"] == 0.5 and data["ops"]["myrelu"]["killed"] == 1
+    at = run_opzoo(*args, "--min-score", "50%")
+    assert at.returncode == 0, at.stderr
+
+
+def test_mutate_prints_the_killer_and_the_survivors_reason():
+    """The text report names the property that killed each mutant and why each survivor survived."""
+    out = run_opzoo("mutate", "myrelu", "-m", "sign,wrong_on_negatives", "-p", "gradient", "-j", "1")
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"myrelu\s+sign\s+killed\s+gradient: Jacobian mismatch", out.stdout)
+    assert "survived: myrelu~wrong_on_negatives: the op's gradient was zero wherever" in out.stdout
+    assert "score: 1 of 2 mutant(s) killed (50.0%), 1 survived (1 explained, 0 blind spot(s))" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("-m", "bogus"), "unknown mutant 'bogus'"),
+        (("--min-score", "high"), "--min-score: a score is a fraction from 0 to 1"),
+        (("--jobs", "0"), "--jobs must be a positive integer"),
+        (("-p", "nope"), "unknown property 'nope'"),
+        (("nosuchop",), "no op named 'nosuchop'"),
+    ],
+)
+def test_bad_input_is_one_line(args, message):
+    """A mistake on the command line is one `opzoo: error:` line and exit status 2."""
+    out = run_opzoo("mutate", *args)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("opzoo: error: ") and message in lines[0], out.stderr
+
+
+def test_pytest_plugin_mutates(tmp_path):
+    """`pytest --opzoo-mutate=NAME` makes one test per mutant: a killed one passes, a survivor fails
+    with its reason (or is skipped at --opzoo-min-score), one that does not apply is skipped."""
+    import subprocess
+    import sys
+
+    args = [
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA",
+        "--opzoo-mutate=myrelu", "--opzoo-mutant=sign,wrong_on_negatives,swap_inputs",
+        "--opzoo-property=gradient",
+    ]  # fmt: skip
+    out = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert re.search(r"PASSED \S*mutant\[myrelu~identity\]", out.stdout), out.stdout
+    assert re.search(r"PASSED \S*mutant\[myrelu~sign\]", out.stdout)
+    assert "not applicable: one input: there is no other gradient to swap it with" in out.stdout
+    assert "survived myrelu~wrong_on_negatives: the op's gradient was zero" in out.stdout
+    lenient = subprocess.run([*args, "--opzoo-min-score=0.5"], cwd=tmp_path, capture_output=True, text=True)
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+
+
+def test_layout_gives_the_op_a_strided_slice_as_it_is():
+    """The layout check's non-contiguous 1-d input reaches the op non-contiguous: before, its leaf
+    was a clone, which makes a strided slice contiguous again, so noncontiguous_input survived on
+    every op whose drawn inputs had no two dimensions of more than one element (isru, swish_beta)."""
+    from opzoo.testing import replay
+
+    seen = []
+
+    class Spy(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            seen.append(x.is_contiguous())
+            return x * 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    reg = opzoo.Registry()
+    reg.register(Spy, name="spy")
+    replay(reg.info("spy"), "layout", {}, torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
+    assert False in seen
