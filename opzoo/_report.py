@@ -113,18 +113,18 @@ def write(path: str | os.PathLike[str], text: str) -> None:
 
 
 def mutation_section(
-    specs: Sequence[OpSpec], profile: str, *, registry: Registry | None = None, jobs: int = 1
+    specs: Sequence[OpSpec],
+    profile: str,
+    *,
+    registry: Registry | None = None,
+    jobs: int = 1,
+    mutants: Sequence[str] | None = None,
 ) -> str:
-    """The mutation score of ``specs`` as an HTML section, from ``opzoo.testing._mutate``; where
-    this opzoo has no such module, one line that says so."""
-    try:
-        from opzoo.testing import _mutate  # type: ignore[attr-defined]
-    except ImportError:
-        return (
-            "<h2>Mutation score</h2>\n<p class=note>not available: this opzoo has no "
-            "<code>opzoo.testing._mutate</code> (<code>opzoo mutate</code>).</p>"
-        )
-    verdicts = _mutate.mutate(list(specs), profile=profile, registry=registry, jobs=jobs)
+    """The mutation score of ``specs`` (every mutant, or ``mutants``) as an HTML section: the rate,
+    then each mutant's verdict and why (``opzoo mutate``'s, docs/testing.md)."""
+    from opzoo.testing import _mutate
+
+    verdicts = _mutate.mutate(list(specs), mutants, profile=profile, registry=registry, jobs=jobs)
     score = _mutate.Score.of(verdicts)
     rate = "n/a" if score.rate is None else f"{100 * score.rate:.1f}%"
     rows = "".join(

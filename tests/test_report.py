@@ -7,12 +7,12 @@ import html
 import os
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+import opzoo
 from opzoo import _report
 from opzoo.cli import main
 from opzoo.exceptions import ConfigError
@@ -87,11 +87,12 @@ def test_missing_matplotlib_is_one_line(monkeypatch, capsys, tmp_path):
     assert not path.exists()
 
 
-def test_the_mutation_section_says_so_when_opzoo_mutate_is_missing(monkeypatch):
-    """--mutate without opzoo.testing._mutate: one line in the report, not an error."""
-    monkeypatch.setitem(sys.modules, "opzoo.testing._mutate", None)  # import raises ImportError
-    section = _report.mutation_section([], "ci")
-    assert "not available" in section and "_mutate" in section
+def test_the_mutation_section_gives_the_score_and_each_verdict():
+    """--mutate: the score, and each mutant's verdict with the property that killed it (two
+    mutants on myrelu: the sign flip killed, the identity control unchanged)."""
+    section = _report.mutation_section([opzoo.info("myrelu")], "ci", mutants=["identity", "sign"])
+    assert section.startswith("<h2>Mutation score: 100.0%</h2>"), section
+    assert "<td>sign</td><td>killed</td>" in section, section
 
 
 def test_the_report_is_written_as_every_opzoo_file(tmp_path):
