@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, overload
 
-from opzoo import _preflight, _trainer
+from opzoo import _lifetime, _preflight, _trainer
 from opzoo._network import build
 from opzoo._trainer import TrainConfig, TrainResult
 from opzoo.exceptions import ConfigError, ParamError
@@ -210,16 +210,20 @@ def compare(
         for name in names:
             log = _log_of(on_log, name, None if seed_list is None else seeded.seed)
             # One activation diverging says something about it, not about the others: they go on.
-            runs.append(
-                _trainer.run(
-                    replace(seeded, activation=name, act_args=own[name]),
-                    registry=registry,
-                    data=data,
-                    on_log=log,
-                    progress=progress,
-                    stop_on_divergence=True,
+            try:
+                runs.append(
+                    _trainer.run(
+                        replace(seeded, activation=name, act_args=own[name]),
+                        registry=registry,
+                        data=data,
+                        on_log=log,
+                        progress=progress,
+                        stop_on_divergence=True,
+                    )
                 )
-            )
+            except _lifetime.Stopped as stop:  # a signal (opzoo train): what finished is kept
+                stop.results[:0] = runs
+                raise
     return Comparison(tuple(runs), None if seed_list is None else tuple(seed_list))
 
 

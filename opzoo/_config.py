@@ -120,3 +120,6 @@ class TrainConfig:
             raise ConfigError(
                 "`compile` trains on the seed's random data only, not on mini-batches of `data`"
             )
+        # A backend without `compile` was ignored: it hid a typo (`--compile-backend nosuch`).
+        if not self.compile and self.compile_backend != "inductor":
+            raise ConfigError(f"`compile_backend` {self.compile_backend!r} is taken with `compile` only")

@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 import torch
 
-from opzoo.exceptions import ConfigError
+from opzoo._records import PLUGIN_ERRORS
+from opzoo.exceptions import ConfigError, one_line
 
 #: The split of digits into train and test is fixed, whatever --seed: every run sees the same test set.
 SPLIT_SEED = 0
@@ -69,22 +70,48 @@ def from_loader(spec: str) -> Dataset:
 
     x is 2-D (rows, features); y is either class indices (1-D integers) or one-hot / score rows
     (2-D, one column per class). Inputs are standardised with the train statistics, as digits is.
+    Whatever the loader does (raise, exit, return meta, sparse, NaN or absurd labels) is one
+    ConfigError line.
     """
     module_name, _, attr = spec.partition(":")
     try:
-        function: Callable[[], Any] = getattr(importlib.import_module(module_name), attr)
+        module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import data loader {spec!r}: {exc}") from None
-    except AttributeError:
-        raise ConfigError(f"data loader {spec!r}: module {module_name!r} has no {attr!r}") from None
+    except PLUGIN_ERRORS as exc:  # the user's module may raise anything at import, sys.exit too
+        raise ConfigError(f"cannot import data loader {spec!r}: {one_line(exc)}") from None
+    function: Callable[[], Any] | None = getattr(module, attr, None)
+    if function is None:
+        raise ConfigError(f"data loader {spec!r}: module {module_name!r} has no {attr!r}")
     if not callable(function):
         raise ConfigError(f"data loader {spec!r} is not a function")
-    got = function()
+    try:
+        got = function()
+    except PLUGIN_ERRORS as exc:  # SystemExit(0) ended the command with exit 0, nothing trained
+        raise ConfigError(f"data loader {spec!r} raised {one_line(exc, with_type=True)}") from None
     tensors = isinstance(got, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in got)
     if not (tensors and len(got) == 4):
         raise ConfigError(f"data loader {spec!r} must return four tensors (x_train, y_train, x_test, y_test)")
+    for name, t in zip(("x_train", "y_train", "x_test", "y_test"), got):
+        problem = _tensor_problem(t, labels=name.startswith("y"))
+        if problem:
+            raise ConfigError(f"data loader {spec!r} returned {name} {problem}")
     x, y, x_test, y_test = got
-    return _prepared(x, y, x_test, y_test, spec)
+    return _prepared(x.cpu(), y.cpu(), x_test.cpu(), y_test.cpu(), spec)
+
+
+def _tensor_problem(t: torch.Tensor, *, labels: bool) -> str | None:
+    """Why ``t`` is no data opzoo trains on (dense, on the CPU or a GPU, real, finite), or None."""
+    if t.layout != torch.strided or t.is_quantized:
+        return f"of layout {t.layout}; give a dense tensor (.to_dense())"
+    if t.device.type not in ("cpu", "cuda"):
+        return f"on device {t.device}; give a CPU or CUDA tensor"
+    if t.is_complex() or (t.dtype == torch.bool and not labels):
+        return f"of dtype {t.dtype}; give real numbers"
+    if t.dtype.is_floating_point and not bool(torch.isfinite(t).all()):
+        bad = int((~torch.isfinite(t)).sum())
+        return f"with {bad} value(s) that are not finite (NaN or infinite)"
+    return None
 
 
 def _prepared(
@@ -97,7 +124,8 @@ def _prepared(
         )
     if len(x) != len(y) or len(x_test) != len(y_test) or len(x) == 0 or len(x_test) == 0:
         raise ConfigError(f"data {name!r}: x and y must have the same (non-zero) number of rows")
-    classes = max(_classes(y), _classes(y_test))
+    classes = max(_classes(y, name), _classes(y_test, name))
+    _check_room(len(y) + len(y_test), classes, name)
     y, y_test = _one_hot(y, classes, name), _one_hot(y_test, classes, name)
     x, x_test = x.double(), x_test.double()
     # The train statistics only: the test set must not leak into training. Constant columns
@@ -107,10 +135,25 @@ def _prepared(
     return Dataset((x - mean) / std, y, (x_test - mean) / std, y_test)
 
 
-def _classes(y: torch.Tensor) -> int:
+def _classes(y: torch.Tensor, name: str) -> int:
     if y.dim() == 1:
+        if y.dtype.is_floating_point or y.dtype == torch.bool or (len(y) and int(y.min()) < 0):
+            raise ConfigError(f"data {name!r}: 1-D y must hold class indices (non-negative integers)")
         return int(y.max()) + 1 if len(y) else 0
-    return y.shape[1]
+    return y.shape[1] if y.dim() == 2 else 0
+
+
+def _check_room(rows: int, classes: int, name: str) -> None:
+    """Refuse labels whose one-hot targets cannot fit in memory (a label of 10**9 asked for 240 GB)."""
+    from opzoo._host import _bytes, memory_available
+
+    needed = rows * classes * 8  # float64 one-hot rows
+    free = memory_available(torch.device("cpu"))
+    if free is not None and needed > free:
+        raise ConfigError(
+            f"data {name!r} has {classes} classes (its largest label plus one): one-hot targets for its "
+            f"{rows} rows need about {_bytes(needed)} of memory, but cpu has {_bytes(free)} available"
+        )
 
 
 def _one_hot(y: torch.Tensor, classes: int, name: str) -> torch.Tensor:

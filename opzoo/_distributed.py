@@ -12,6 +12,7 @@ and rank 0 reports it, so no rank is left waiting in a collective. Only rank 0 p
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, TypeVar
@@ -24,6 +25,9 @@ from opzoo.exceptions import ConfigError, OpZooError
 T = TypeVar("T")
 #: What torchrun sets for each process it starts (the rendezvous reads MASTER_ADDR and MASTER_PORT).
 ENV = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+#: Seconds a collective waits for the other ranks before the job fails (--collective-timeout): not
+#: gloo's 30 minutes, during which a stopped rank held every other one.
+COLLECTIVE_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True)
@@ -86,9 +90,10 @@ def rank_device(world: World, requested: str | None) -> str:
 
 
 @contextlib.contextmanager
-def process_group(world: World, device: str) -> Iterator[None]:
+def process_group(world: World, device: str, timeout: float = COLLECTIVE_TIMEOUT) -> Iterator[None]:
     """Join the job's process group (gloo on the CPU, nccl on CUDA) and leave it afterwards, also on
-    an error: a rank that leaves without it makes torch warn of a leaked group."""
+    an error: a rank that leaves without it makes torch warn of a leaked group. A collective that
+    waits more than ``timeout`` seconds for a rank fails (see :func:`collective_timeout`)."""
     cuda = device.startswith("cuda")
     if cuda:
         torch.cuda.set_device(device)
@@ -96,12 +101,32 @@ def process_group(world: World, device: str) -> Iterator[None]:
         "nccl" if cuda else "gloo",
         rank=world.rank,
         world_size=world.size,
+        timeout=datetime.timedelta(seconds=timeout),
         **({"device_id": torch.device(device)} if cuda else {}),
     )
     try:
         yield
     finally:
         dist.destroy_process_group()
+
+
+class CollectiveTimeout(OpZooError):
+    """A collective waited longer than ``collective_timeout`` for another rank (stopped, hung or
+    dead): this rank fails the job, rather than wait on."""
+
+    exit_code = 1  # not a usage mistake: the job itself failed
+
+
+def timed_out(exc: BaseException, world: World, timeout: float) -> CollectiveTimeout | None:
+    """``exc`` as a CollectiveTimeout if it is a collective's timeout (gloo's "Timed out waiting
+    ...ms for recv operation", raised through DDP's hook or an all-reduce), else None."""
+    text = str(exc)
+    if "Timed out" not in text and "timed out" not in text.lower():
+        return None
+    return CollectiveTimeout(
+        f"rank {world.rank}: a collective waited {timeout:g} s for the other ranks and gave up: one of "
+        "them stopped, hung or died (`collective_timeout` sets the wait)"
+    )
 
 
 def agree(world: World, work: Callable[[], T]) -> T:

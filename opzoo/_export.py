@@ -9,10 +9,12 @@ the native op. The batch dimension is dynamic.
 
 from __future__ import annotations
 
+import io
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from opzoo import _files
 from opzoo.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -52,7 +54,8 @@ def check_exportable(name: str, act_args: Any, registry: Registry | None) -> Non
 
 
 def export_network(result: TrainResult, path: str, *, registry: Registry | None = None) -> Any:
-    """Write ``result``'s trained network to ``path`` with ``torch.export.save``; return the program."""
+    """Write ``result``'s trained network to ``path`` with ``torch.export.save``, atomically; return
+    the program. A failed write (a full disk) is a WriteError, the previous file kept whole."""
     from opzoo import library
     from opzoo._network import activation_module
     from opzoo.nn import Activation
@@ -77,8 +80,9 @@ def export_network(result: TrainResult, path: str, *, registry: Registry | None 
     example = torch.zeros(max(config.batch, 2), w1.shape[0], dtype=w1.dtype, device=w1.device)
     batch = torch.export.Dim("batch")
     program = torch.export.export(net, (example,), dynamic_shapes={"x": {0: batch}})
-    try:
-        torch.export.save(program, path)
-    except OSError as exc:
-        raise ConfigError(f"cannot write export {path!r}: {exc.strerror}") from None
+    # Serialized in memory, then written by opzoo: torch's own writer, on a full disk, aborted the
+    # process (a C++ exception, exit 134) after it had truncated the previous export.
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    _files.write("export", path, buffer.getbuffer())
     return program

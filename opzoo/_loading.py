@@ -2,7 +2,8 @@
 
 Every failure of a plugin (an import that raises, a hook that raises, a name offered twice, an
 invalid contract) is recorded on the registry with its distribution, entry point and reason. Only
-strict mode turns a failure into an error.
+strict mode turns a failure into an error. A plugin's import that would end or hang the process, or
+change torch's global state, is kept out (opzoo/_guard.py) and recorded the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pluggy
 
 from opzoo import hookspecs
+from opzoo._guard import Guard, guarded_call
 from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist
 from opzoo._registry import Registry, import_path
 from opzoo.exceptions import PluginError, one_line
@@ -136,6 +138,8 @@ def load(
     blocked = {_block_key(b) for b in names if b.strip()}
 
     registry = Registry()
+    # Installed plugins are tried in a child process first; made-up entry points (tests) are not.
+    registry.guard = Guard.from_env(probe=declared is None)
     pm = pluggy.PluginManager("opzoo")
     pm.add_hookspecs(hookspecs)
     plugins = registry.plugins = Plugins(pm)
@@ -162,9 +166,15 @@ def load(
 def _register_hook_plugin(plugins: Plugins, registry: Registry, d: Declared) -> None:
     pm, source = plugins.pm, d.source("hook")
     name = f"{d.dist or 'local'}:{d.name}"
+    guard: Guard = registry.guard
+    refused = guard.refusal(d.value, source, call="opzoo_ops")
+    if refused is not None:
+        registry.record(Failure(source, refused))
+        return
     began = time.perf_counter()
     try:
-        plugin = import_path(d.value)
+        with guard.watching(source):
+            plugin = import_path(d.value)
         pm.register(plugin, name=name)
     except PLUGIN_ERRORS as exc:  # a plugin's import may raise anything; isolate it
         registry.record(Failure(source, one_line(exc)))
@@ -193,7 +203,7 @@ def _collect_hook_ops(plugins: Plugins, registry: Registry) -> None:
     for impl in plugins.pm.hook.opzoo_ops.get_hookimpls():
         source = plugins.source(impl.plugin_name)
         try:
-            offered = impl.function()
+            offered = guarded_call(registry.guard, source, impl.function)
             if offered is None:
                 continue
             if not isinstance(offered, Mapping):

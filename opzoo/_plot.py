@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import os
 from typing import Any, Sequence
 
+from opzoo import _files
 from opzoo.exceptions import ConfigError
 
 
@@ -57,9 +60,12 @@ def _finish(fig: Any, ax: Any, path: str, title: str) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
+    # Drawn in memory, then written whole (temp file and rename): a full disk keeps the last plot.
+    buffer = io.BytesIO()
     try:
-        fig.savefig(path)
-    except (OSError, ValueError) as exc:
+        fig.savefig(buffer, format=os.path.splitext(path)[1][1:].lower() or None)
+    except ValueError as exc:  # a format matplotlib does not write
         raise ConfigError(f"cannot write plot {path!r}: {exc}") from None
     finally:
         plt.close(fig)
+    _files.write("plot", path, buffer.getbuffer())

@@ -6,13 +6,13 @@ after an hour of training.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import torch
 
-from opzoo import _checkpoint
+from opzoo import _files
 from opzoo._config import DTYPE_NAMES
+from opzoo._host import _bytes, memory_available
 from opzoo.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -32,22 +32,13 @@ def check(config: TrainConfig) -> None:
 
 
 def check_writable(what: str, path: str) -> None:
-    """Fail before training, not after it, when ``path`` cannot be written.
+    """Fail before training, not after it, when ``path`` cannot be written or is no regular file.
 
-    A file is created and removed beside ``path``: a read-only, full or pseudo file system
-    (``/proc``) is found before the first step.
+    A device, fifo or socket is refused (opzoo replaces only regular files); a symlink is followed
+    to the file it names; a file is created and removed beside the target, so that a read-only,
+    full or pseudo file system (``/proc``) is found before the first step.
     """
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ConfigError(f"cannot write {what} {path!r}: folder {folder!r} does not exist")
-    if os.path.isdir(path):
-        raise ConfigError(f"cannot write {what} {path!r}: it is a folder")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise ConfigError(f"cannot write {what} {path!r}: the file is read-only")
-    try:
-        _checkpoint.probe(path)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {what} {path!r}: {exc.strerror or exc}") from None
+    _files.check_destination(what, path)
 
 
 def check_compile_backend(name: str) -> None:
@@ -72,39 +63,6 @@ def memory_needed(config: TrainConfig) -> int:
     return elements * DTYPES[config.dtype].itemsize
 
 
-def memory_available(device: torch.device) -> int | None:
-    """Bytes free for a new run on ``device``; None when the platform does not say."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    free = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    free = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    if free is None:
-        try:
-            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return None
-    limit = _cgroup_room()
-    return free if limit is None else min(free, limit)
-
-
-def _cgroup_room() -> int | None:
-    # A container's memory limit is lower than what the host's /proc/meminfo reports.
-    try:
-        with open("/sys/fs/cgroup/memory.max") as f:
-            limit = f.read().strip()
-        with open("/sys/fs/cgroup/memory.current") as f:
-            used = int(f.read().strip())
-    except (OSError, ValueError):
-        return None
-    return None if limit == "max" else max(int(limit) - used, 0)
-
-
 def check_memory(config: TrainConfig, device: torch.device) -> None:
     """Refuse sizes whose tensors cannot fit, with the figure, rather than fail to allocate."""
     needed, free = memory_needed(config), memory_available(device)
@@ -113,15 +71,6 @@ def check_memory(config: TrainConfig, device: torch.device) -> None:
             f"batch={config.batch}, d-in={config.d_in}, hidden={config.hidden}, d-out={config.d_out} "
             f"need about {_bytes(needed)} of memory, but {device.type} has {_bytes(free)} available"
         )
-
-
-def _bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if value < 1024 or unit == "PiB":
-            return f"{value:.3g} {unit}" if unit != "B" else f"{n} B"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def resolve_device(name: str | None) -> torch.device:

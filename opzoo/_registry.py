@@ -6,6 +6,7 @@ Import paths are resolved, validated and cached on first use, so listing names i
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import re
@@ -274,6 +275,7 @@ class _Offer:
     spec: OpSpec | None = None
     failure: Failure | None = None
     seconds: float = 0.0  # how long resolving (importing) took
+    guard: Any = None  # an opzoo._guard.Guard: a plugin's first import in a child, its effects watched
 
     def resolve(self) -> OpSpec:
         if self.spec is not None:
@@ -283,9 +285,15 @@ class _Offer:
         # Every op needs torch, and its import (seconds) is nobody's plugin's fault: not timed.
         import torch  # noqa: F401
 
+        guarded = self.guard is not None and isinstance(self.ref, str)
+        refused = self.guard.refusal(self.ref, self.source) if guarded else None  # not timed either
+        if refused is not None:
+            self.failure = Failure(self.source, refused, self.name)
+            raise PluginError(self.failure)
         began = time.perf_counter()
         try:
-            target = import_path(self.ref) if isinstance(self.ref, str) else self.ref
+            with self.guard.watching(self.source) if guarded else contextlib.nullcontext():
+                target = import_path(self.ref) if isinstance(self.ref, str) else self.ref
             self.spec = make_spec(self.name, target, self.source)
         except PLUGIN_ERRORS as exc:  # a plugin's import may raise anything; isolate it
             self.failure = Failure(self.source, one_line(exc), self.name)
@@ -305,6 +313,8 @@ class Registry:
     plugins: Any = None
     _strategies: dict[tuple[str, str], Any] = field(default_factory=dict)
     _slow: list[str] = field(default_factory=list)  # hook plugins that were slow to import
+    #: An opzoo._guard.Guard for plugins' imports (set by opzoo._loading.load); None: imported as is.
+    guard: Any = None
 
     # -- adding -----------------------------------------------------------------------------
 
@@ -318,7 +328,7 @@ class Registry:
         if offers:
             others = " and ".join(str(o.source) for o in offers)
             self._failures.append(Failure(source, f"duplicate op name, also offered by {others}", key))
-        offers.append(_Offer(key, source, ref))
+        offers.append(_Offer(key, source, ref, guard=self.guard))
 
     def record(self, failure: Failure) -> None:
         """Record a plugin failure that is not tied to a single offer."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import torch
 
-from opzoo import _checkpoint, _distributed, _preflight, _resume, _update
+from opzoo import _checkpoint, _distributed, _lifetime, _preflight, _resume, _update
 from opzoo._compiled import compiled_step
 
 # The settings and the checkpoint helpers live in their own modules; importers of the trainer find
@@ -389,8 +389,11 @@ def _train(
     diverged_at = None
     bar = _progress_bar(config, start) if progress else None
     began = time.perf_counter()
+    stopped = None  # the signal that stopped the run between two steps (see _lifetime.deferred)
     try:
         for t in range(start, config.steps):
+            if (stopped := _lifetime.requested()) is not None:
+                break
             loss, value = ready.loss_at(t)
             if not math.isfinite(value):
                 if stop_on_divergence:
@@ -416,7 +419,7 @@ def _train(
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - began
-    if config.checkpoint:
+    if config.checkpoint and (stopped is None or len(losses) > start):
         _resume.save_or_report(config, params, optimizer, data, losses)
     weights = {k: p.detach().clone() for k, p in params.items()}
     label = config.activation + _args_label(ready.net.act)
@@ -425,7 +428,10 @@ def _train(
         device = params["w1"].device
         acc = accuracy(ready.net, {k: v.to(device) for k, v in data.items()}, params["w1"], params["w2"])
     steps_run = len(losses) - start
-    return TrainResult(config, label, losses, steps_run, wall, weights, acc, diverged_at)
+    result = TrainResult(config, label, losses, steps_run, wall, weights, acc, diverged_at)
+    if stopped is not None:
+        raise _lifetime.Stopped(stopped, [result])
+    return result
 
 
 def _backward(config: TrainConfig, loss: torch.Tensor, w1: torch.Tensor, *, first: bool) -> None:

@@ -9,12 +9,29 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import errno
 import os
 import sys
 from typing import Any, Callable, NoReturn, Sequence
 
-from opzoo._commands import EXIT_OK, EXIT_USAGE, bench, check, in_torchrun, listing, mutate, quiet_rank, train
-from opzoo.exceptions import OpZooError
+from opzoo._commands import (
+    EXIT_OK,
+    EXIT_USAGE,
+    bench,
+    check,
+    in_torchrun,
+    listing,
+    mutate,
+    quiet_rank,
+    report,
+    train,
+)
+from opzoo.exceptions import OpZooError, WriteError
+
+#: The exit status of a write that failed: EX_IOERR of sysexits.h (see WriteError).
+EXIT_WRITE = WriteError.exit_code
+#: A device that takes no more: full, over quota, over the file-size limit, failing.
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -88,6 +105,7 @@ COMMANDS: dict[str, tuple[Callable[[Any], argparse.ArgumentParser], Callable[[ar
     "check": (check.add_check, check.run_check),
     "mutate": (mutate.add_mutate, mutate.run_mutate),
     "bench": (bench.add_bench, bench.run_bench),
+    "report": (report.add_report, report.run_report),
 }
 
 
@@ -118,12 +136,27 @@ def console() -> NoReturn:
         if not in_torchrun():
             atexit._run_exitfuncs()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # a closed pipe (`opzoo list | head`) or stream
-                pass
-        os._exit(code)
+        os._exit(_flushed(code))
+
+
+def _flushed(code: int) -> int:
+    """Flush stdout and stderr; return the exit status, EXIT_WRITE if stdout could not take what
+    was printed (a full disk: one line says so, unless the command already failed)."""
+    try:
+        if sys.stdout is not None:  # None: started with stdout closed
+            sys.stdout.flush()
+    except BrokenPipeError:  # `opzoo list | head` closed the pipe: not an error of ours
+        pass
+    except (OSError, ValueError) as exc:
+        if code == EXIT_OK and isinstance(exc, OSError):
+            _error(f"opzoo: error: cannot write to stdout: {exc.strerror or exc}")
+            code = EXIT_WRITE
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return EXIT_USAGE
         if getattr(args, "json", False):
+            if sys.stdout is None:  # refused before any work, not after it
+                raise WriteError("cannot write the JSON output: stdout is closed")
             # plugins may print while they load or run: keep the JSON on stdout alone
             args.json_stdout = sys.stdout
             with contextlib.redirect_stdout(sys.stderr):
@@ -150,14 +185,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         _error(f"opzoo: error: {_as_flags(str(exc))}")
         return getattr(exc, "exit_code", EXIT_USAGE)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C; SIGTERM or SIGHUP where opzoo raises them (Terminated)
         if not quiet_rank():  # torchrun passed Ctrl-C to every rank
-            _error("opzoo: interrupted")
-        return 130
+            by = getattr(exc, "signum_name", None)
+            _error("opzoo: interrupted" + (f" by {by}" if by else ""))
+        return 128 + getattr(exc, "signum", 2)
     except BrokenPipeError:
         # `opzoo list | head` closed the pipe; not an error of ours.
         sys.stderr.close()
         return EXIT_OK
+    except OSError as exc:
+        if exc.errno not in _FULL:
+            raise
+        # stdout, or a file a plugin wrote, on a full disk (opzoo's own files raise WriteError)
+        _error(f"opzoo: error: cannot write output: {exc.strerror}")
+        return EXIT_WRITE
     finally:
         registry = getattr(locals().get("args"), "loaded_registry", None)
         for line in registry.slow() if registry is not None and not quiet_rank() else ():

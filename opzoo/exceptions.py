@@ -11,7 +11,8 @@ matches its meaning, so callers can catch either::
     ├── ParamError           (ValueError)     a bad value for an op parameter
     ├── ConfigError          (ValueError)     a bad trainer or command setting
     ├── CheckpointError                       a checkpoint cannot be read, or is not this run's
-    │   └── CheckpointWriteError              the final checkpoint could not be written (exit 1)
+    │   └── CheckpointWriteError              the final checkpoint could not be written (exit 74)
+    ├── WriteError                            an output could not be written: a full disk (exit 74)
     ├── DivergedError        (ArithmeticError) training produced a non-finite loss
     ├── CompileError         (RuntimeError)   torch.compile failed on a valid setting
     └── LibraryError         (TypeError)      an op cannot be bridged to torch.library
@@ -85,10 +86,17 @@ class CheckpointError(OpZooError):
     """A checkpoint cannot be read, or does not belong to this run."""
 
 
-class CheckpointWriteError(CheckpointError):
-    """The run's final checkpoint could not be written (a full disk); the last good one is kept."""
+class WriteError(OpZooError):
+    """A file or stream opzoo writes could not be written (a full disk, a closed stdout); a file's
+    previous contents are kept whole."""
 
-    exit_code = 1  # not a usage mistake: the destination was probed writable before the first step
+    # Not a usage mistake (destinations are checked before any work): EX_IOERR of sysexits.h, so
+    # that a script tells a full disk from a failed check (1) or a bad command line (2).
+    exit_code = 74
+
+
+class CheckpointWriteError(CheckpointError, WriteError):
+    """The run's final checkpoint could not be written (a full disk); the last good one is kept."""
 
 
 class DivergedError(OpZooError, ArithmeticError):

@@ -17,7 +17,6 @@ the registry, never from a run's state) and each check's hypothesis examples are
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pytest
@@ -219,9 +218,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         _collect_mutants(session, config, items)
     if wanted is None:
         return
+    from opzoo._commands import check_seconds
     from opzoo._loading import load
     from opzoo._registry import lookup
-    from opzoo.exceptions import OpNotFoundError, OpZooError
+    from opzoo.exceptions import ConfigError, OpNotFoundError, OpZooError
     from opzoo.testing._runner import DEVICES, result_id
 
     reg = config.stash[REGISTRY] = load()
@@ -232,14 +232,20 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             items.append(OpzooLoadItem.from_parent(session, name=f"load[{label}-{i}]", failure=str(failure)))
     else:
         names = [n.strip() for n in wanted.split(",") if n.strip()]
+        if not names:  # `--opzoo=` or `--opzoo=,,` tested nothing, and passed
+            raise pytest.UsageError(
+                f"--opzoo={wanted} names no op: give --opzoo for every op, or --opzoo=NAME[,NAME...]"
+            )
     try:
         chosen = config.getoption("opzoo_property")
         props = parse_properties(None if chosen is None else [chosen])
     except ValueError as exc:
         raise pytest.UsageError(f"--opzoo-property: {exc}") from None
     timeout = config.getoption("opzoo_timeout")
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise pytest.UsageError(f"--opzoo-timeout must be a positive number of seconds, got {timeout:g}")
+    try:
+        check_seconds("--opzoo-timeout", timeout)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
     for name in dict.fromkeys(names):
         if wanted != "*":
             # A name that is no op is a usage error, one line; an op that fails to load is one

@@ -158,11 +158,11 @@ def test_the_torch_column_is_true():
 
 
 def test_help_texts_import_no_torch():
-    """`opzoo --help`, `opzoo check --help` and `opzoo mutate --help` (whose lists of properties and
-    mutants come from their tables) are quick: they import no torch."""
+    """`opzoo --help`, `opzoo check --help`, `opzoo mutate --help` (whose lists of properties and
+    mutants come from their tables) and `opzoo report --help` are quick: they import no torch."""
     code = (
         "import sys\nfrom opzoo.cli import main\n"
-        "for args in (['--help'], ['check', '--help'], ['mutate', '--help']):\n"
+        "for args in (['--help'], ['check', '--help'], ['mutate', '--help'], ['report', '--help']):\n"
         "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
         "print('torch' in sys.modules)"
     )

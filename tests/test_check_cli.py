@@ -17,11 +17,14 @@ from opzoo.testing import PROPERTIES, check_property
 from opzoo.testing.properties import parse_properties
 
 
-@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
-def test_a_timeout_that_is_no_positive_number_is_refused(value):
+@pytest.mark.parametrize("value, shown", [("nan", "nan"), ("inf", "inf"), ("-1", "-1"), ("1e300", "1e+300")])
+def test_a_timeout_that_is_no_positive_number_is_refused(value, shown):
+    """1e300 made every property fail with OverflowError (the timer underneath overflows)."""
     out = run_opzoo("check", "myrelu", "-p", "kinks", "--timeout", value)
     assert out.returncode == 2
-    assert out.stderr.strip() == f"opzoo: error: --timeout must be a positive number of seconds, got {value}"
+    assert out.stderr.strip() == (
+        f"opzoo: error: --timeout must be a positive number of seconds, at most 604800 (a week), got {shown}"
+    )
 
 
 def test_an_empty_property_list_is_refused_not_read_as_all():
@@ -100,6 +103,14 @@ def test_pytest_opzoo_with_a_broken_op_is_one_failing_test(broken_plugin_path, t
     )
     assert out.returncode == 1
     assert "1 failed" in out.stdout and "load[crash]" in out.stdout, out.stdout[-2000:]
+
+
+@pytest.mark.parametrize("names", ["", ",,"])
+def test_pytest_opzoo_naming_no_op_is_a_usage_error(tmp_path, names):
+    """`--opzoo=` and `--opzoo=,,` ran no test and passed (exit 5, or 0 beside other tests)."""
+    out = run_pytest(f"--opzoo={names}", env={}, cwd=tmp_path)
+    assert out.returncode == 4
+    assert f"--opzoo={names} names no op: give --opzoo for every op, or --opzoo=NAME[,NAME...]" in out.stderr
 
 
 def test_pytest_opzoo_timeout_must_be_finite(tmp_path):

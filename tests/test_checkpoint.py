@@ -179,7 +179,7 @@ def test_a_failed_write_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
         full = "final checkpoint .* at step 30: No space left"
         with pytest.raises(opzoo.CheckpointError, match=full) as exc:
             _trainer.run(cfg)
-    assert exc.value.exit_code == 1  # the run failed; the command line was fine
+    assert exc.value.exit_code == 74  # a full disk (EX_IOERR); the command line was fine
     assert _steps(ck) == 10
     assert not list(tmp_path.glob(".ck.pt.*.tmp"))
 
@@ -196,6 +196,15 @@ def _good_state(tmp_path) -> dict:
 def test_a_checkpoint_records_the_opzoo_that_wrote_it(tmp_path):
     """Every checkpoint holds the writing opzoo's version."""
     assert _good_state(tmp_path)["opzoo_version"] == opzoo.__version__
+
+
+def _resealed(state: dict) -> dict:
+    """``state`` with its checksum made to fit again: what a careful tamperer would do, so that the
+    check behind the checksum is what must catch it."""
+    try:
+        return {**state, "checksum": _checkpoint.checksum(state)}
+    except opzoo.CheckpointError:  # it holds what has no checksum (a sparse tensor): left as it is
+        return state
 
 
 def _broken(state: dict, how: str) -> dict:
@@ -217,13 +226,13 @@ def _broken(state: dict, how: str) -> dict:
         state["losses"] = ["a"]
     elif how == "a missing model setting":
         state["config"] = {k: v for k, v in state["config"].items() if k != "hidden"}
-    return state
+    return _resealed(state)
 
 
 @pytest.mark.parametrize(
     "how, message",
     [
-        ("only the format tag", "has no 'config' (written by opzoo 9.9.9)"),
+        ("only the format tag", "has no checksum (written by opzoo 9.9.9)"),
         ("no rng", f"has no 'rng' (written by opzoo {opzoo.__version__})"),
         (
             "a setting from a newer opzoo",
@@ -249,9 +258,10 @@ def test_a_malformed_checkpoint_says_what_is_wrong(tmp_path, how, message, capsy
 
 
 def test_an_old_checkpoint_without_a_version_still_resumes(tmp_path):
-    """A file from before version tagging is read, and named as such in errors."""
+    """A file from before version tagging and checksums is read, and named as such in errors."""
     state = _good_state(tmp_path)
-    del state["opzoo_version"]
+    del state["opzoo_version"], state["checksum"]
+    state["format"] = _checkpoint.LEGACY_FORMAT
     ck = tmp_path / "old.pt"
     torch.save(state, ck)
     assert opzoo.train(**{**SMALL, "steps": 7}, resume=str(ck)).steps_run == 2
@@ -267,3 +277,167 @@ def test_resume_with_another_seed_is_refused(tmp_path, capsys):
     assert "was trained with seed=3, not 4" in err
     assert main(["train", "--resume", str(ck), "--seed", "3", "--steps", "8", "--quiet"]) == 0
     assert _steps(ck) == 8
+
+
+# --- issue 23: nothing read from a checkpoint runs code; tampering is refused ----------------------
+
+_LOADER = """
+import os, torch
+def load():
+    if os.environ.get("OPZOO_TEST_MARK"):
+        open(os.environ["OPZOO_TEST_MARK"], "w").close()  # proof that this code ran
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 3, generator=g)
+    y = (x[:, 0] > 0).long()
+    return x[:30], y[:30], x[30:], y[30:]
+"""
+
+
+def test_a_data_loader_named_in_a_checkpoint_is_never_imported(tmp_path, monkeypatch):
+    """A checkpoint whose `data` names a loader (module:function) resumes only with --data given on
+    the command line: the file alone is refused with one line, and the loader's code never runs, even
+    from a module in the current folder (where `python -m opzoo` finds it). Given, it resumes."""
+    (tmp_path / "opzoo_test_ck_loader.py").write_text(_LOADER)
+    ck, mark = tmp_path / "ck.pt", tmp_path / "ran"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tiny = ["--steps", "4", "--batch", "8", "--quiet", "--device", "cpu"]
+    assert main(["train", "--data", "opzoo_test_ck_loader:load", *tiny, "--checkpoint", str(ck)]) == 0
+    # A fresh process, as a shell runs it in this folder: only there is the module importable from
+    # the current folder without this test's help.
+    out = run_opzoo("train", "--resume", "ck.pt", "--steps", "6", "--quiet", cwd=tmp_path,
+                    env={"OPZOO_TEST_MARK": str(mark)})  # fmt: skip
+    assert out.returncode == 2
+    assert _one_error_line(out.stderr) == (
+        f"opzoo: error: checkpoint {str(ck)!r} was trained on data from a loader, "
+        "'opzoo_test_ck_loader:load'; opzoo runs no code a file names, so to resume give "
+        "--data opzoo_test_ck_loader:load yourself, if you trust that code\n"
+    )
+    assert not mark.exists() and _steps(ck) == 4
+    assert (
+        main(["train", "--resume", "ck.pt", "--data", "opzoo_test_ck_loader:load", "--steps", "6", "--quiet"])
+        == 0
+    )
+    assert _steps(ck) == 6
+
+
+def test_a_loader_put_into_a_checkpoint_by_hand_never_runs(tmp_path, capsys):
+    """The same for a checkpoint of the seed's random data edited to name a loader (checksum made to
+    fit): `data='pdb:set_trace'` opened a debugger; `antigravity`, which opens a web browser when
+    imported, must not even be imported."""
+    state = _good_state(tmp_path)
+    state["config"] = {**state["config"], "data": "antigravity:fly"}
+    ck = tmp_path / "edited.pt"
+    torch.save(_resealed(state), ck)
+    assert main(["train", "--resume", str(ck), "--quiet"]) == 2
+    assert "was trained on data from a loader, 'antigravity:fly'" in _one_error_line(capsys.readouterr().err)
+    assert "antigravity" not in sys.modules
+
+
+def _adam_state(tmp_path) -> dict:
+    ck = tmp_path / "adam.pt"
+    opzoo.train(**{**SMALL, "steps": 5}, optimizer="adam", checkpoint=str(ck))
+    return torch.load(ck, weights_only=True)
+
+
+def _flip_a_bit_of_w1(path) -> None:
+    """Flip one bit inside w1's bytes in the file (torch's zip holds tensors uncompressed)."""
+    import zipfile
+
+    state = torch.load(path, weights_only=True)
+    w1 = state["weights"]["w1"].numpy().tobytes()
+    raw = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as z:
+        for info in z.infolist():
+            if z.read(info.filename) == w1:
+                start = raw.index(w1, info.header_offset)
+                raw[start + 5] ^= 0x10
+                break
+        else:
+            raise AssertionError("w1's bytes not found")
+    path.write_bytes(bytes(raw))
+
+
+def _tampered(tmp_path, how: str) -> dict:
+    state = _adam_state(tmp_path)
+    if how == "an optimizer lr of 1e9":
+        for group in state["optimizer"]["param_groups"]:
+            group["lr"] = 1e9
+    elif how == "no losses, trained weights":
+        state["losses"] = []
+    elif how == "fewer losses than Adam's steps":
+        state["losses"] = state["losses"][:3]
+    elif how == "an extra part":
+        state["extra"] = 1
+    elif how == "an extra weight":
+        state["weights"] = {**state["weights"], "junk": torch.zeros(1)}
+    elif how == "an extra optimizer state":
+        state["optimizer"]["state"][0]["evil"] = torch.zeros(1)
+    elif how == "a nonsense version":
+        state["opzoo_version"] = "lol" * 50
+    elif how == "a NaN weight":
+        state["weights"]["w1"][0, 0] = float("nan")
+    elif how == "a sparse weight":
+        state["weights"]["w1"] = state["weights"]["w1"].to_sparse()
+    elif how == "weights of another dtype":
+        state["weights"]["w2"] = state["weights"]["w2"].double()
+    return _resealed(state)
+
+
+@pytest.mark.parametrize(
+    "how, message",
+    [
+        (
+            "an optimizer lr of 1e9",
+            "has an optimizer state that sets lr=1000000000.0 for 'w1', where its settings give 0.001",
+        ),  # fmt: skip
+        ("no losses, trained weights", "has no losses: opzoo writes a checkpoint after a step"),
+        ("fewer losses than Adam's steps", "counts 5 steps for 'w1', but its losses record 3"),
+        ("an extra part", "has a part 'extra', which no opzoo checkpoint has"),
+        ("an extra weight", "has weights 'junk', which no opzoo checkpoint has"),
+        ("an extra optimizer state", "holds 'evil' for 'w1', which adam does not keep"),
+        ("a nonsense version", "records the version of the opzoo that wrote it as 'lollol"),
+        ("a NaN weight", "has weights['w1'] with values that are not finite"),
+        ("a sparse weight", "holds what no checkpoint holds: a tensor of layout torch.sparse_coo"),
+        ("weights of another dtype", "has weights 'w2' of dtype torch.float64, but its settings say float32"),
+    ],
+)
+def test_a_tampered_checkpoint_is_refused_even_with_a_fitting_checksum(tmp_path, how, message, capsys):
+    """Each edit the audit made, its checksum made to fit: one line naming it, exit 2, nothing written.
+    (Before: all were accepted; the lr of 1e9 overrode the configured 1e-3 and the loss went to 4.8e24,
+    `losses=[]` restarted the step counter.)"""
+    ck = tmp_path / "bad.pt"
+    torch.save(_tampered(tmp_path, how), ck)
+    before = ck.read_bytes()
+    assert main(["train", "--resume", str(ck), "--quiet"]) == 2
+    err = _one_error_line(capsys.readouterr().err)
+    assert message in err and repr(str(ck)) in err, err
+    assert ck.read_bytes() == before
+
+
+def test_a_flipped_bit_in_a_tensor_fails_the_checksum(tmp_path, capsys):
+    """One bit flipped in w1's stored bytes still loads as a tensor; the checksum refuses it."""
+    ck = tmp_path / "ck.pt"
+    opzoo.train(**{**SMALL, "steps": 5}, checkpoint=str(ck))
+    _flip_a_bit_of_w1(ck)
+    assert main(["train", "--resume", str(ck), "--quiet"]) == 2
+    err = _one_error_line(capsys.readouterr().err)
+    assert "fails its checksum: it was changed after opzoo wrote it" in err
+
+
+def test_the_checksum_covers_every_part():
+    """Any change to any value (a tensor's bytes, dtype or shape, a float, a key) changes the checksum."""
+    base = {"config": {"lr": 1e-3, "seed": 1}, "weights": {"w1": torch.arange(6.0).reshape(2, 3)},
+            "losses": [1.0, 0.5], "optimizer": None}  # fmt: skip
+    variants = [
+        {**base, "config": {"lr": 1e-3, "seed": 2}},
+        {**base, "config": {"lr": 1.0000000000000002e-3, "seed": 1}},
+        {**base, "weights": {"w1": torch.arange(6.0).reshape(3, 2)}},
+        {**base, "weights": {"w1": torch.arange(6.0, dtype=torch.float64).reshape(2, 3)}},
+        {**base, "weights": {"w2": torch.arange(6.0).reshape(2, 3)}},
+        {**base, "losses": [1.0, 0.25]},
+        {**base, "optimizer": {}},
+    ]
+    sums = {_checkpoint.checksum(s) for s in [base, *variants]}
+    assert len(sums) == 1 + len(variants)
+    assert _checkpoint.checksum(base) == _checkpoint.checksum({**base, "checksum": "anything"})

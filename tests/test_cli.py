@@ -45,6 +45,42 @@ def test_user_mistakes_are_one_line(argv, message, capsys):
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--seeds", "100000000000"], "--seeds N runs at most 10000 seeds, got '100000000000'"),
+        (["train", "--compile-backend", "nosuch"], "--compile-backend 'nosuch' is taken with --compile only"),
+        (["train", "--collective-timeout", "0"], "--collective-timeout must be a positive number of seconds"),
+        (["train", "--collective-timeout", "1e300"], "at most 604800 (a week), got 1e+300"),
+        (
+            ["check", "myrelu", "--timeout", "1e300"],
+            "--timeout must be a positive number of seconds, at most",
+        ),
+        (
+            ["check", "myrelu", "--examples", str(10**20)],
+            "--examples must be a positive integer, at most 100000",
+        ),
+        (["bench", "--sizes", "1e14"], "--sizes 100000000000000: its float32 tensors need about 2.13 PiB"),
+        (
+            ["bench", "--sizes", "100000000000000"],
+            "its float32 tensors need about 2.13 PiB of memory, but cpu",
+        ),
+        (["bench", "--sizes", "1.5"], "--sizes takes positive integers, got '1.5'"),
+        (["bench", "--compile", "--compile-backend", "nosuch"], "unknown compile-backend 'nosuch'; choose"),
+        (["bench", "--compile-backend", "nosuch"], "--compile-backend 'nosuch' is taken with --compile only"),
+    ],
+)
+def test_the_audits_bad_input_is_one_line_exit_2(argv, message, capsys):
+    """Each of these was a traceback (MemoryError, OverflowError in every property, an allocation of
+    400 TB, InvalidBackend after minutes of measuring) or silently ignored (exit 0); now one line, exit 2,
+    before any work."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("opzoo: error: ") and captured.err.count("\n") == 1, captured.err
+    assert message in captured.err
+    assert captured.out == ""
+
+
 def test_no_command_prints_help(capsys):
     """Plain `opzoo` shows the help and exits 2."""
     assert main([]) == 2

@@ -31,7 +31,7 @@ NLL = declare(
     loop_dims=0,
     inputs={"target": Index(high="c")},
 )
-PAIRMEAN = declare(up.PairMean, signature="(l)->(m)", output_sizes={"m": lambda l: (l + 1) // 2})
+PAIRMEAN = declare(up.PairMean, signature="(l)->(m)", output_sizes={"m": lambda l: (l + 1) // 2})  # noqa: E741 (named as the dim)
 SCALE = declare(
     up.Scale,
     params={"alpha": Param(1.5, 0.1, 3.0, tensor=True), "mode": Param("plain", choices=("plain", "double"))},

@@ -7,10 +7,13 @@ two never compete for this machine's two cores at once.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import re
+import select
+import signal
 import subprocess
 import sys
 
@@ -115,6 +118,90 @@ def test_an_error_on_one_rank_stops_all_with_one_line(tmp_path):
     # torchrun's own failure report gives each rank's exit status
     assert re.search(r"rank\s*:\s*0 \(local_rank: 0\)\s*exitcode\s*:\s*2\b", out.stderr), out.stderr
     assert not re.search(r"rank\s*:\s*1 \(local_rank: 1\)", out.stderr)  # it succeeded
+
+
+def start_torchrun(*args: str, cwd) -> subprocess.Popen:
+    """:func:`torchrun` started, not waited for: ten million steps, a loss line at each."""
+    env = {k: v for k, v in os.environ.items() if k not in _distributed.ENV} | {"OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    command += ["-m", "opzoo", "train", "--device", "cpu", *SMALL_FLAGS, "--steps", "10000000"]
+    command += ["--log-every", "1", *args]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd
+    )
+
+
+def ranks_of(agent: subprocess.Popen) -> dict[int, int]:
+    """The rank -> pid of torchrun's worker processes (its children), from their environment."""
+    ranks = {}
+    for pid in open(f"/proc/{agent.pid}/task/{agent.pid}/children").read().split():
+        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        ranks[int(next(v for v in environ if v.startswith(b"RANK="))[5:])] = int(pid)
+    return ranks
+
+
+@torchrun_group
+def test_a_stopped_rank_fails_the_job_at_the_collective_timeout(tmp_path):
+    """A rank stopped with SIGSTOP held the others in their next collective for gloo's 30 minutes;
+    now rank 0 gives up after --collective-timeout with one line, and torchrun ends the job.
+    Exact: rank 1 is stopped once rank 0 has printed a step (both are past every rendezvous), and
+    then nothing but the timeout can end rank 0's wait. (The 10 s limit is the test's only wait; a
+    step here takes milliseconds.)"""
+    agent = start_torchrun("--collective-timeout", "10", cwd=tmp_path)
+    stopped = None
+    try:
+        assert agent.stdout.readline().startswith("0 ")  # both ranks have trained step 0
+        stopped = ranks_of(agent)[1]
+        os.kill(stopped, signal.SIGSTOP)
+        for line in agent.stderr:
+            if line.startswith("opzoo: error:"):
+                break
+        os.kill(stopped, signal.SIGKILL)  # torchrun would wait out its own grace for a stopped rank
+        _, rest = agent.communicate(timeout=120)
+    finally:
+        agent.kill()
+        if stopped is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped, signal.SIGKILL)
+    assert line == (
+        "opzoo: error: rank 0: a collective waited 10 s for the other ranks and gave up: one of them "
+        "stopped, hung or died (--collective-timeout sets the wait)\n"
+    )
+    assert agent.returncode != 0
+
+
+@torchrun_group
+def test_ranks_end_when_torchrun_is_killed(tmp_path):
+    """torchrun killed outright (no handler runs): the kernel ends each rank with it
+    (PR_SET_PDEATHSIG). Exact: the ranks' pidfds are opened before the kill, and the test waits
+    until each has ended. (Before: the ranks trained on, orphaned.)"""
+    agent = start_torchrun(cwd=tmp_path)
+    try:
+        assert agent.stdout.readline().startswith("0 ")
+        pidfds = [os.pidfd_open(pid) for pid in ranks_of(agent).values()]
+        agent.kill()
+        agent.communicate(timeout=120)
+        pending = list(pidfds)
+        while pending:
+            ready, _, _ = select.select(pending, [], [], 120)
+            assert ready, "a rank outlived torchrun by two minutes"
+            pending = [fd for fd in pending if fd not in ready]
+    finally:
+        agent.kill()
+    for fd in pidfds:
+        os.close(fd)
+
+
+def test_the_collective_timeout_reaches_the_process_group(monkeypatch):
+    """--collective-timeout is the process group's timeout (every collective's)."""
+    import datetime
+
+    seen = {}
+    monkeypatch.setattr(_distributed.dist, "init_process_group", lambda *a, **kw: seen.update(kw))
+    monkeypatch.setattr(_distributed.dist, "destroy_process_group", lambda: None)
+    with _distributed.process_group(_distributed.World(0, 2, 0), "cpu", 7.5):
+        pass
+    assert seen["timeout"] == datetime.timedelta(seconds=7.5)
 
 
 @pytest.mark.parametrize(

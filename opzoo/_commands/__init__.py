@@ -11,6 +11,22 @@ import sys
 from typing import Any, TextIO
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: The longest wait a command takes (--timeout, --collective-timeout): a week. Longer is no limit
+#: at all, and past about 1e10 s the timers underneath overflow (every property failed with
+#: OverflowError at --timeout 1e300).
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+def check_seconds(flag: str, value: float) -> None:
+    """Refuse a time limit that is not a positive number of seconds, at most MAX_SECONDS."""
+    import math
+
+    from opzoo.exceptions import ConfigError
+
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise ConfigError(
+            f"{flag} must be a positive number of seconds, at most {MAX_SECONDS:.0f} (a week), got {value:g}"
+        )
 
 
 def registry_from(args: argparse.Namespace) -> Any:
@@ -28,10 +44,29 @@ def registry_from(args: argparse.Namespace) -> Any:
     return args.loaded_registry
 
 
-def json_stream(args: argparse.Namespace) -> TextIO:
-    """Where a command writes its JSON: the real stdout. While a command runs with ``--json``,
-    anything else printed to stdout (a plugin printing at import) goes to stderr instead."""
-    return getattr(args, "json_stdout", None) or sys.stdout
+def json_stream(args: argparse.Namespace) -> TextIO | None:
+    """Where a command writes its JSON: the real stdout (None if it was closed). While a command
+    runs with ``--json``, anything else printed to stdout (a plugin printing at import) goes to
+    stderr instead."""
+    return args.json_stdout if hasattr(args, "json_stdout") else sys.stdout
+
+
+def print_json(args: argparse.Namespace, text: str) -> None:
+    """Print ``text``, a JSON document, on the real stdout, flushed at once: a stdout that cannot
+    take it (a full disk, a closed descriptor) is one WriteError line on stderr, exit 74, not a
+    traceback. A closed pipe (``| head``) is BrokenPipeError, which the command line takes as done."""
+    from opzoo.exceptions import WriteError
+
+    stream = json_stream(args)
+    if stream is None:
+        raise WriteError("cannot write the JSON output: stdout is closed")
+    try:
+        print(text, file=stream, flush=True)
+    except BrokenPipeError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: a stream closed by Python
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise WriteError(f"cannot write the JSON output to stdout: {why}") from None
 
 
 def quiet_rank() -> bool:

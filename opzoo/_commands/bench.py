@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from opzoo._commands import EXIT_OK, json_stream, registry_from
+from opzoo._commands import EXIT_OK, print_json, registry_from
 from opzoo.exceptions import ConfigError
 
 _SECTIONS = ("ops", "memory", "trainer", "startup")
@@ -51,23 +51,25 @@ def add_bench(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    sizes_text = args.sizes
-    try:
-        sizes = [int(s.replace("_", "")) for s in sizes_text.split(",")] if sizes_text else None
-    except ValueError:
-        raise ConfigError(f"--sizes takes comma-separated integers, got {sizes_text!r}") from None
-    if sizes is not None and any(n <= 0 for n in sizes):
-        raise ConfigError("--sizes must be positive")
+    sizes = _parse_sizes(args.sizes) if args.sizes else None
     if args.repeat is not None and args.repeat <= 0:
         raise ConfigError(f"--repeat must be a positive integer, got {args.repeat}")
     if args.threads is not None and args.threads <= 0:
         raise ConfigError(f"--threads must be a positive integer, got {args.threads}")
-    reg = registry_from(args)
-    from opzoo import _bench
-
     sections = list(args.section or ([] if args.compile else _SECTIONS))
     if args.compile and "compiled" not in sections:
         sections.append("compiled")
+    from opzoo._preflight import check_compile_backend
+
+    if "compiled" in sections:
+        check_compile_backend(args.compile_backend)  # before any op is measured, not after
+    elif args.compile_backend != "inductor":
+        raise ConfigError(f"--compile-backend {args.compile_backend!r} is taken with --compile only")
+    if sizes is not None:
+        _check_room(sizes)
+    reg = registry_from(args)
+    from opzoo import _bench
+
     specs = [reg.info(n) for n in args.names] if args.names else sorted(reg.load_all(), key=lambda s: s.name)
     sizes = sizes or list(_bench.QUICK_SIZES if args.quick else _bench.SIZES)
     repeat = args.repeat or (3 if args.quick else 21)
@@ -96,15 +98,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if "startup" in sections:
         rows += _bench.bench_startup(repeat=3 if args.quick else 7)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "machine": _bench.machine(),
-                    "rows": [r.to_dict() for r in rows],
-                },
-                indent=2,
-            ),
-            file=json_stream(args),
+        print_json(
+            args, json.dumps({"machine": _bench.machine(), "rows": [r.to_dict() for r in rows]}, indent=2)
         )
         return EXIT_OK
     from opzoo._table import text_table
@@ -126,3 +121,37 @@ def run_bench(args: argparse.Namespace) -> int:
     m = _bench.machine()
     print(f"\nmeasured on {m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads)")
     return EXIT_OK
+
+
+def _parse_sizes(text: str) -> list[int]:
+    """``--sizes``: comma-separated element counts, integers (``1_000_000`` or ``1e6`` alike)."""
+    sizes = []
+    for part in text.split(","):
+        try:
+            value = float(part.replace("_", ""))
+        except ValueError:
+            raise ConfigError(f"--sizes takes comma-separated integers, got {text!r}") from None
+        if not (value.is_integer() and value > 0):
+            raise ConfigError(f"--sizes takes positive integers, got {part.strip()!r}")
+        sizes.append(int(value))
+    return sizes
+
+
+#: float32 tensors of n elements an op's measurement holds at once: input, incoming gradient,
+#: output, input gradient, what backward saves, and the reference's own.
+_TENSORS_PER_SIZE = 6
+
+
+def _check_room(sizes: list[int]) -> None:
+    """Refuse a size whose tensors cannot fit in memory, with the figure (1e14 elements: 2.1 PiB)."""
+    import torch
+
+    from opzoo._host import _bytes, memory_available
+
+    n = max(sizes)
+    needed, free = n * 4 * _TENSORS_PER_SIZE, memory_available(torch.device("cpu"))
+    if free is not None and needed > free:
+        raise ConfigError(
+            f"--sizes {n}: its float32 tensors need about {_bytes(needed)} of memory, but cpu has "
+            f"{_bytes(free)} available"
+        )

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from opzoo._commands import EXIT_OK, json_stream, registry_from
+from opzoo._commands import EXIT_OK, print_json, registry_from
 from opzoo._records import json_safe
 
 
@@ -37,7 +37,7 @@ def run_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = reg.rows()
     if args.json:
-        print(json.dumps(json_safe(rows), indent=2), file=json_stream(args))
+        print_json(args, json.dumps(json_safe(rows), indent=2))
         return EXIT_OK
     from opzoo._table import text_table
 
@@ -66,7 +66,7 @@ def run_info(args: argparse.Namespace) -> int:
     spec = registry_from(args).info(args.name)
     d = spec.to_dict()
     if args.json:
-        print(json.dumps(json_safe(d), indent=2, default=str), file=json_stream(args))
+        print_json(args, json.dumps(json_safe(d), indent=2, default=str))
         return EXIT_OK
     width = max(len(k) for k in d)
     for key, value in d.items():

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from opzoo._commands import EXIT_OK, in_torchrun, json_stream, registry_from
+from opzoo._commands import EXIT_OK, check_seconds, in_torchrun, print_json, registry_from
 from opzoo.exceptions import ConfigError, DivergedError, OpZooError
 
 
@@ -101,6 +101,14 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
         help="MKL's reproducible mode, one intra-op thread and deterministic kernels: bit-identical "
         "results in every process on this machine, slower on large sizes (see docs/trainer.md)",
     )
+    g.add_argument(
+        "--collective-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="under torchrun: how long a rank waits for the others in a collective before the job "
+        "fails (default 300; a stopped rank no longer holds the others for gloo's 30 minutes)",
+    )
     c = p.add_argument_group("checkpoints")
     c.add_argument(
         "--checkpoint",
@@ -132,9 +140,16 @@ def add_train(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from opzoo import _lifetime
+
+    check_seconds("--collective-timeout", args.collective_timeout)
     if not in_torchrun():  # one process: torch.distributed untouched
-        return _train(args, _names(args), None)
+        # A signal stops the run between two steps, its metrics and checkpoint written (_stopped).
+        with _lifetime.deferred():
+            return _train(args, _names(args), None)
     from opzoo import _distributed
+
+    _lifetime.die_with_parent()  # a rank ends when torchrun does, even killed with SIGKILL
 
     try:
         world = _distributed.from_env()
@@ -146,11 +161,13 @@ def run_train(args: argparse.Namespace) -> int:
         exc.reported_by_rank_0 = True  # type: ignore[attr-defined]  # every rank refuses alike
         raise
     try:
-        with _distributed.process_group(world, args.device):
+        with _distributed.process_group(world, args.device, args.collective_timeout):
             return _train(args, names, world)
     except DivergedError as exc:
         exc.reported_by_rank_0 = True  # type: ignore[attr-defined]  # the global loss: on all ranks
         raise
+    except RuntimeError as exc:
+        raise _distributed.timed_out(exc, world, args.collective_timeout) or exc
 
 
 def _names(args: argparse.Namespace) -> list[str] | None:
@@ -176,7 +193,7 @@ def _refuse_under_torchrun(args: argparse.Namespace, names: list[str] | None) ->
 
 def _train(args: argparse.Namespace, names: list[str] | None, world: Any) -> int:
     """Train and report; ``world`` is this process's torchrun rank (None for one process)."""
-    from opzoo import _compare, _trainer
+    from opzoo import _trainer
 
     main = world is None or world.main
     if world is None:
@@ -192,24 +209,12 @@ def _train(args: argparse.Namespace, names: list[str] | None, world: Any) -> int
         return EXIT_OK
     show = not (args.quiet or args.json)
     progress = show and sys.stdout.isatty()
-    comparison = None
-    if seeds is not None or (names is not None and len(names) > 1):
-        log: Any = None
-        if show and seeds is not None:
-            log = lambda name, t, loss, seed: _write_line(f"{name} seed={seed} {t} {loss}")  # noqa: E731
-        elif show:
-            log = lambda name, t, loss: _write_line(f"{name} {t} {loss}")  # noqa: E731
-        comparison = _compare.compare(
-            config, names, seeds=seeds, registry=registry, on_log=log, progress=progress
-        )
-        results = list(comparison)
-    else:
-        log1 = (lambda t, loss: _write_line(f"{t} {loss}")) if show else None
-        results = [
-            _trainer.run(
-                config, registry=registry, on_log=log1, on_warning=_warn, progress=progress, world=world
-            )
-        ]
+    from opzoo._lifetime import Stopped
+
+    try:
+        comparison, results = _run(args, config, registry, names, seeds, world, show, progress)
+    except Stopped as stop:
+        return _stopped(args, stop.results, seeds is not None, stop)
 
     if args.metrics:
         _write_metrics(args.metrics, results, with_seed=seeds is not None)
@@ -230,7 +235,7 @@ def _train(args: argparse.Namespace, names: list[str] | None, world: Any) -> int
             plot_losses(args.plot, [(r.label, r.losses) for r in results], title)
     if args.json:
         out = [r.to_dict() for r in results]
-        print(json.dumps(out if comparison is not None else out[0], indent=2), file=json_stream(args))
+        print_json(args, json.dumps(out if comparison is not None else out[0], indent=2))
     elif comparison is not None:
         from opzoo._table import text_table
 
@@ -246,6 +251,60 @@ def _train(args: argparse.Namespace, names: list[str] | None, world: Any) -> int
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _run(
+    args: argparse.Namespace,
+    config: Any,
+    registry: Any,
+    names: list[str] | None,
+    seeds: list[int] | None,
+    world: Any,
+    show: bool,
+    progress: bool,
+) -> tuple[Any, list[Any]]:
+    """Train every run the command line asks for; return the comparison (None for one run) and
+    the runs."""
+    from opzoo import _compare, _trainer
+
+    if seeds is not None or (names is not None and len(names) > 1):
+        log: Any = None
+        if show and seeds is not None:
+            log = lambda name, t, loss, seed: _write_line(f"{name} seed={seed} {t} {loss}")  # noqa: E731
+        elif show:
+            log = lambda name, t, loss: _write_line(f"{name} {t} {loss}")  # noqa: E731
+        comparison = _compare.compare(
+            config, names, seeds=seeds, registry=registry, on_log=log, progress=progress
+        )
+        return comparison, list(comparison)
+    else:
+        log1 = (lambda t, loss: _write_line(f"{t} {loss}")) if show else None
+        results = [
+            _trainer.run(
+                config, registry=registry, on_log=log1, on_warning=_warn, progress=progress, world=world
+            )
+        ]
+
+    return None, results
+
+
+def _stopped(args: argparse.Namespace, results: list[Any], with_seed: bool, stop: Any) -> int:
+    """A signal stopped the runs between two steps: write the metrics of what was trained (the
+    trainer has written the checkpoint), say so in one line, exit 128 + the signal's number."""
+    import signal
+
+    if args.metrics:
+        _write_metrics(args.metrics, results, with_seed=with_seed)
+    steps = len(results[-1].losses) if results else 0
+    line = f"opzoo: interrupted by {signal.Signals(stop.signum).name} after {steps} step(s)"
+    if args.metrics:
+        line += f"; metrics written to {args.metrics!r}"
+    checkpoint = results[-1].config.checkpoint if results else None
+    if checkpoint and results[-1].steps_run:
+        line += f"; checkpoint written to {checkpoint!r}"
+    sys.stdout.flush()
+    print(line, file=sys.stderr)
+    return stop.exit_code
 
 
 def _prepare(
@@ -287,7 +346,7 @@ def _prepare(
         if name in given:
             given[name] = os.path.abspath(given[name])
     if "resume" in given:
-        saved = _trainer.saved_config(given["resume"])
+        saved = _trainer.saved_config(given["resume"], given)  # less what names code
         # Where the checkpoint was first written says nothing about where this run writes:
         # it continues the file it resumed from, unless --checkpoint says otherwise.
         saved.pop("resume", None)
@@ -303,6 +362,10 @@ def _prepare(
     return config, registry, seeds
 
 
+#: Runs of --seeds N: each is a whole training run, so ten thousand is already days.
+MAX_SEEDS = 10_000
+
+
 def _parse_seeds(text: str) -> list[int]:
     try:
         parts = [int(p) for p in text.split(",") if p.strip()]
@@ -311,6 +374,8 @@ def _parse_seeds(text: str) -> list[int]:
     if "," not in text:
         if len(parts) != 1 or parts[0] <= 0:
             raise ConfigError(f"--seeds N must be a positive integer, got {text!r}")
+        if parts[0] > MAX_SEEDS:  # 1e11 seeds was a MemoryError
+            raise ConfigError(f"--seeds N runs at most {MAX_SEEDS} seeds, got {text!r}")
         return list(range(parts[0]))
     if not parts or len(set(parts)) != len(parts):
         raise ConfigError(f"--seeds lists each seed once, got {text!r}")
@@ -346,6 +411,7 @@ def _parse_act_args(items: list[str]) -> dict[str, float]:
 
 def _write_metrics(path: str, results: list[Any], *, with_seed: bool = False) -> None:
     import csv
+    import io
 
     # Held-out accuracy is measured once, after the last step: it is on that step's row only.
     held_out = any(r.test_accuracy is not None for r in results)
@@ -359,14 +425,15 @@ def _write_metrics(path: str, results: list[Any], *, with_seed: bool = False) ->
         for r in results
         for t, loss in enumerate(r.losses)
     ]
-    try:
-        with open(path, "w", newline="") as f:
-            if path.endswith(".csv"):
-                w = csv.writer(f)
-                w.writerow(head)
-                w.writerows(["" if v is None else v for v in row] for row in rows)
-            else:
-                for row in rows:
-                    f.write(json.dumps(dict(zip(head, row))) + "\n")
-    except OSError as exc:
-        raise ConfigError(f"cannot write metrics {path!r}: {exc.strerror}") from None
+    # Written whole, then renamed into place: an interrupted or failed write never leaves a torn row.
+    f = io.StringIO(newline="")
+    if path.endswith(".csv"):
+        w = csv.writer(f)
+        w.writerow(head)
+        w.writerows(["" if v is None else v for v in row] for row in rows)
+    else:
+        for row in rows:
+            f.write(json.dumps(dict(zip(head, row))) + "\n")
+    from opzoo import _files
+
+    _files.write("metrics", path, f.getvalue().encode())

@@ -122,21 +122,26 @@ class GELUTanh(Elementwise):
 
     @staticmethod
     def slope(x: torch.Tensor) -> torch.Tensor:
-        # d/dx = (1 + t)/2 + x/2 (1 - t^2) u', t = tanh(u), u' = sqrt(2/pi) (1 + 3c x^2)
+        # d/dx = (1 + t)/2 + x/2 (1 - t^2) u', t = tanh(u), u' = sqrt(2/pi) (1 + 3c x^2); with
+        # s = sigmoid(2u) = (1 + t)/2 and r = sigmoid(-2u) = (1 - t)/2: s + 2 x s r u'. 1 - t^2 from a
+        # rounded t cancels where t -> 1 (16 float32 eps off at x = 5: the error budgets); r does not.
         x2 = x * x
-        t = torch.tanh(_SQRT_2_OVER_PI * x * (1 + _GELU_C * x2))
+        z = 2 * _SQRT_2_OVER_PI * x * (1 + _GELU_C * x2)
+        s, r = torch.sigmoid(z), torch.sigmoid(-z)
         du = _SQRT_2_OVER_PI * (1 + 3 * _GELU_C * x2)
-        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du
+        return s + 2 * x * s * r * du
 
     @staticmethod
     def fast_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         x = opmath(x)
         x2 = x * x
         # The same with s = sigmoid(2u) = (1 + t)/2, as tanh is 10x slower than sigmoid here:
-        # d/dx = s + 2 x s (1 - s) u', u' = sqrt(2/pi) (1 + 3c x^2)
-        s = torch.sigmoid(x2.mul(_GELU_C).add_(1).mul_(x).mul_(2 * _SQRT_2_OVER_PI))
+        # d/dx = s + 2 x s (1 - s) u', u' = sqrt(2/pi) (1 + 3c x^2). 1 - s is sigmoid(-2u): s - s^2
+        # from a rounded s cancels where s -> 1 (16 float32 eps off at x = 5, where torch's is 0.04).
+        z = x2.mul(_GELU_C).add_(1).mul_(x).mul_(2 * _SQRT_2_OVER_PI)
+        s = torch.sigmoid(z)
+        w = torch.sigmoid(z.neg_()).mul_(s)  # s (1 - s)
         du = x2.mul_(3 * _GELU_C * _SQRT_2_OVER_PI).add_(_SQRT_2_OVER_PI)
-        w = torch.addcmul(s, s, s, value=-1)  # s (1 - s)
         return times_grad_(w.mul_(x).mul_(du).mul_(2).add_(s), grad)
 
 

@@ -22,6 +22,7 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
+from opzoo._lifetime import die_with_parent
 from opzoo._registry import OpSpec
 from opzoo.testing._runner import HUNG, Result, check, check_property
 from opzoo.testing.properties import PROPERTIES
@@ -258,7 +259,7 @@ class _Pool:
         ours, theirs = self.context.Pipe()
         proc = self.context.Process(
             target=_serve,
-            args=(theirs, self.specs, self.kw, self.threads, self.work),
+            args=(theirs, self.specs, self.kw, self.threads, self.work, os.getpid()),
             name="opzoo-check",
             daemon=True,
         )
@@ -309,13 +310,25 @@ def _torch_threads() -> int:
 
 
 def _serve(
-    conn: Connection, specs: Sequence[OpSpec], kw: dict[str, Any], threads: int, work: Callable[..., Any]
+    conn: Connection,
+    specs: Sequence[OpSpec],
+    kw: dict[str, Any],
+    threads: int,
+    work: Callable[..., Any],
+    parent: int,
 ) -> None:
     """A worker: run the tasks the parent sends, send back each result, until it sends None."""
+    # Ends with the parent, however the parent ends: a parent killed with SIGKILL (or whose SIGTERM
+    # handler never ran) left its workers asleep on the output pipes for minutes.
+    die_with_parent(parent)
     import torch
 
-    # Ctrl-C is the parent's to handle: it stops the pool and reports what finished.
+    # Ctrl-C is the parent's to handle: it stops the pool and reports what finished. SIGTERM and
+    # SIGHUP (`timeout`, a closed terminal, which signal the whole group) end a worker at once,
+    # quietly: the parent's handlers, inherited through fork, would raise in the check instead.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, signal.SIG_DFL)
     torch.set_num_threads(threads)  # the workers share the cores rather than each taking all
     while True:
         try:

@@ -15,6 +15,8 @@ import signal
 import threading
 from typing import Any, Iterator
 
+from opzoo._lifetime import Terminated
+
 #: Seconds between the raises of one limit or one Ctrl-C, until it has ended the block.
 AGAIN = 0.25
 
@@ -50,40 +52,65 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def insistent_interrupt() -> Iterator[None]:
+def insistent_interrupt(signals: tuple[int, ...] = (signal.SIGINT,)) -> Iterator[None]:
     """Ctrl-C (SIGINT) raises KeyboardInterrupt in the block, and again every AGAIN seconds until
     it has left the block, so that a raise dropped in a gc callback does not lose it. Outside the
-    main thread, or where the process ignores SIGINT, nothing changes."""
+    main thread, or where the process ignores SIGINT, nothing changes.
+
+    ``signals`` may add SIGTERM and SIGHUP (``opzoo check`` does): each is raised the same way, as
+    :class:`~opzoo._lifetime.Terminated` (a KeyboardInterrupt that says which signal it was)."""
     if not hasattr(signal, "pthread_kill") or not _main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.SIG_IGN:  # e.g. a background job: Ctrl-C is not ours to turn on
+    previous = {s: signal.getsignal(s) for s in signals}
+    # e.g. a background job's SIGINT: a signal the process ignores is not ours to turn on
+    ours = [s for s, handler in previous.items() if handler is not signal.SIG_IGN]
+    if not ours:
         yield
         return
     left = threading.Event()
     resender: list[threading.Thread] = []
+    fired: list[int] = []  # the first signal handled in the block
     main = threading.main_thread().ident
 
-    def resend() -> None:
+    def resend(signum: int) -> None:
         while not left.wait(AGAIN):
-            signal.pthread_kill(main, signal.SIGINT)  # type: ignore[arg-type]
+            signal.pthread_kill(main, signum)  # type: ignore[arg-type]
 
     def interrupt(signum: int, frame: Any) -> None:
         if left.is_set():  # a resent signal that arrived as the block ended: already handled
             return
         if not resender:
-            resender.append(threading.Thread(target=resend, name="opzoo-interrupt", daemon=True))
-            resender[0].start()
-        raise KeyboardInterrupt
+            fired.append(signum)
+            thread = threading.Thread(target=resend, args=(signum,), name="opzoo-interrupt", daemon=True)
+            resender.append(thread)
+            thread.start()
+        raise _raised(signum)
 
-    signal.signal(signal.SIGINT, interrupt)
+    for s in ours:
+        signal.signal(s, interrupt)
     try:
         yield
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        # Code on the way (hypothesis's bookkeeping, the op itself) turned the interrupt into another
+        # exception: it is still the interrupt that ends the block.
+        if fired:
+            raise _raised(fired[0]) from exc
+        raise
     finally:
         left.set()
         for thread in resender:
             # A signal the thread sent before it saw `left` is handled (and ignored) by `interrupt`
             # at the main thread's next bytecode boundary, before the old handler is back.
             thread.join()
-        signal.signal(signal.SIGINT, previous)
+        for s in ours:
+            signal.signal(s, previous[s])
+    if fired:  # swallowed on the way (an `except BaseException` that went on): it still ends the block
+        raise _raised(fired[0])
+
+
+def _raised(signum: int) -> KeyboardInterrupt:
+    """The exception a stopping signal raises: KeyboardInterrupt for SIGINT, else Terminated."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)

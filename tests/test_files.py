@@ -1,0 +1,232 @@
+"""Every file opzoo writes is replaced whole or not at all, and only a regular file is replaced
+(opzoo/_files.py): devices, fifos and sockets refused, symlinks followed, a full disk one line."""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import socket
+import stat
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import run_opzoo
+
+from opzoo import _files
+from opzoo.cli import _flushed, main
+from opzoo.exceptions import WriteError
+
+TINY = ["--batch", "8", "--d-in", "20", "--hidden", "12", "--d-out", "3", "--lr", "1e-3", "--device", "cpu"]
+NAMES = {"--checkpoint": "ck.pt", "--metrics": "m.csv", "--plot": "p.png", "--export": "net.pt2"}
+
+
+def _one_error_line(err: str) -> str:
+    assert err.startswith("opzoo: error: ") and err.count("\n") == 1, err
+    return err
+
+
+def _make(kind: str, path) -> None:
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        # A socket file, bound by name relative to its folder: an AF_UNIX path is at most 108 bytes.
+        here = os.getcwd()
+        os.chdir(path.parent)
+        try:
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(path.name)
+            s.close()
+        finally:
+            os.chdir(here)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket"])
+@pytest.mark.parametrize("flag", list(NAMES))
+def test_a_fifo_or_socket_destination_is_refused_before_training(tmp_path, flag, kind, capsys):
+    """Only regular files are replaced: a fifo or a socket (as a device would be; the test makes no
+    device) given to any output flag is one line, exit 2, before the first step, and stays what it
+    was. (Before: `--checkpoint /dev/null`, as root, replaced /dev/null with a regular file.)"""
+    target = tmp_path / NAMES[flag]
+    _make(kind, target)
+    assert main(["train", *TINY, "--steps", "100000", flag, str(target)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # not one step was trained
+    what = "a fifo" if kind == "fifo" else "a socket"
+    assert _one_error_line(captured.err).endswith(
+        f"cannot write {flag[2:]} {str(target)!r}: it is {what}, and opzoo replaces only regular files\n"
+    )
+    mode = os.lstat(target).st_mode
+    assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISSOCK(mode)
+
+
+def test_what_is_not_a_regular_file_is_named():
+    """kind() names what it finds (stat only: nothing is written); None for a file or nothing."""
+    assert _files.kind("/dev/null") == "a character device"
+    assert _files.kind("/") == "a folder"
+    assert _files.kind(__file__) is None
+    assert _files.kind("/nonexistent/file") is None
+
+
+def test_a_symlink_is_followed_its_target_replaced_and_the_link_kept(tmp_path, capsys):
+    """A checkpoint and metrics given through symlinks replace the files the links name; the links
+    stay links, and a resume through the link continues the target."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "ck.pt").write_bytes(b"an old file")
+    (tmp_path / "latest.pt").symlink_to(runs / "ck.pt")
+    (tmp_path / "m.csv").symlink_to(runs / "metrics.csv")  # to a file not there yet
+    argv = ["train", *TINY, "--steps", "4", "--quiet", "--checkpoint", str(tmp_path / "latest.pt")]
+    assert main([*argv, "--metrics", str(tmp_path / "m.csv")]) == 0
+    assert (tmp_path / "latest.pt").is_symlink() and (tmp_path / "m.csv").is_symlink()
+    assert len(torch.load(runs / "ck.pt", weights_only=True)["losses"]) == 4
+    assert (runs / "metrics.csv").read_text().splitlines()[0] == "activation,step,loss"
+    assert main(["train", "--resume", str(tmp_path / "latest.pt"), "--steps", "6", "--quiet"]) == 0
+    assert len(torch.load(runs / "ck.pt", weights_only=True)["losses"]) == 6
+    assert sorted(p.name for p in runs.iterdir()) == ["ck.pt", "ck.pt.lock", "metrics.csv"]  # no temp files
+
+
+def test_two_links_to_one_checkpoint_share_its_lock(tmp_path):
+    """The lock is the target's: a run through one link excludes a run through another."""
+    from opzoo import CheckpointError, _checkpoint
+
+    (tmp_path / "a.pt").symlink_to(tmp_path / "ck.pt")
+    with _checkpoint.lock(tmp_path / "ck.pt"):
+        with pytest.raises(CheckpointError, match="is in use by another run"):
+            with _checkpoint.lock(tmp_path / "a.pt"):
+                pass
+
+
+def _enospc(*args):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_failed_write_keeps_the_previous_file_whole_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    """replace() writes a temp file and renames it: when the disk is full (here: at fsync, where a
+    file system with delayed allocation reports it), the previous file is untouched, no temp file is
+    left, and write() says so in one line (WriteError, exit 74)."""
+    path = tmp_path / "out.csv"
+    path.write_bytes(b"the previous contents")
+    monkeypatch.setattr(os, "fsync", _enospc)
+    with pytest.raises(WriteError) as exc:
+        _files.write("metrics", str(path), b"new")
+    assert (
+        str(exc.value)
+        == f"cannot write metrics {str(path)!r}: No space left on device; the previous one is kept"
+    )
+    assert exc.value.exit_code == 74
+    assert path.read_bytes() == b"the previous contents"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]
+
+
+def test_a_replaced_file_keeps_its_permissions(tmp_path):
+    """A file replaced keeps its mode; a new one gets the umask's (not mkstemp's private 0600)."""
+    old = tmp_path / "old"
+    old.write_bytes(b"x")
+    old.chmod(0o640)
+    _files.replace(old, b"y")
+    assert stat.S_IMODE(old.stat().st_mode) == 0o640 and old.read_bytes() == b"y"
+    new = tmp_path / "new"
+    _files.replace(new, b"z")
+    assert stat.S_IMODE(new.stat().st_mode) == 0o666 & ~_files._umask()
+
+
+@pytest.mark.parametrize("flag", ["--metrics", "--plot"])
+def test_metrics_and_plot_on_a_full_disk_are_one_line_the_old_file_kept(tmp_path, flag, monkeypatch, capsys):
+    """After training, a metrics or plot file that cannot be written is one line, exit 74; the
+    previous file is whole. (Before: --metrics left a torn last line.)"""
+    path = tmp_path / NAMES[flag]
+    path.write_bytes(b"the previous contents")
+    real_replace = _files.replace
+
+    def full(target, data):
+        if os.path.basename(target) == path.name:
+            _enospc()
+        return real_replace(target, data)
+
+    monkeypatch.setattr(_files, "replace", full)
+    assert main(["train", *TINY, "--steps", "3", "--quiet", flag, str(path)]) == 74
+    err = _one_error_line(capsys.readouterr().err)
+    assert f"cannot write {flag[2:]} {str(path)!r}: No space left on device; the previous one is kept" in err
+    assert path.read_bytes() == b"the previous contents"
+
+
+def _file_size_limit(limit: int):
+    """For preexec_fn: writes past ``limit`` bytes fail with EFBIG (Python ignores SIGXFSZ), as a
+    full disk's fail with ENOSPC: a full disk, deterministic, without root or a small file system."""
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.parametrize("flag", ["--export", "--checkpoint"])
+def test_a_real_full_disk_tears_no_export_and_no_checkpoint(tmp_path, flag):
+    """torch's own writers on a full disk: `--export` aborted the process (exit 134, a C++ stack)
+    and truncated the good export; a checkpoint write raised a RuntimeError traceback instead of the
+    warning and retry. Now the file is serialized in memory and written by opzoo: each checkpoint
+    during the run is one warning, the final write (or the export) one line, exit 74; the previous
+    file byte for byte, no temp file. (Each written file is over 10 kB; the limit is 4 kB.)"""
+    path = tmp_path / NAMES[flag]
+    previous = b"a good file from an earlier run " * 200  # 6.4 kB: already past the limit, untouched
+    path.write_bytes(previous)
+    every = ["--checkpoint-every", "1"] if flag == "--checkpoint" else []
+    argv = ["train", *TINY, "--steps", "3", "--quiet", flag, str(path), *every]
+    out = run_opzoo(*argv, preexec_fn=_file_size_limit(4096))
+    assert out.returncode == 74, out.stderr
+    *warnings, line = out.stderr.splitlines()
+    assert warnings == [
+        f"opzoo: warning: cannot write checkpoint {str(path)!r} at step {t}: File too large; the last good "
+        "one is kept, trying again in 1 steps"
+        for t in ([1, 2] if flag == "--checkpoint" else [])
+    ]
+    assert line.startswith("opzoo: error: ") and f"{str(path)!r}" in line and "File too large" in line
+    assert "kept" in line
+    assert path.read_bytes() == previous
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [path.name] + ([f"{path.name}.lock"] if flag == "--checkpoint" else [])  # no temp file
+
+
+@pytest.fixture
+def dev_full():
+    """/dev/full opened for text: every flush fails with ENOSPC, as on a full disk."""
+    full = open("/dev/full", "w")
+    yield full
+    try:
+        full.close()
+    except OSError:  # what is still buffered cannot be flushed, by design
+        pass
+
+
+def test_json_into_a_full_or_closed_stdout_is_one_line(dev_full, monkeypatch, capsys):
+    """`--json` into a full device, or with stdout closed, is one line on stderr, exit 74 (before: a
+    traceback, or the JSON on stderr). A closed stdout is refused before any work."""
+    monkeypatch.setattr(sys, "stdout", dev_full)
+    assert main(["info", "myrelu", "--json"]) == 74
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(["train", "--json", "--steps", "100000"]) == 74
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "opzoo: error: cannot write the JSON output to stdout: No space left on device",
+        "opzoo: error: cannot write the JSON output: stdout is closed",
+    ]
+
+
+def test_text_into_a_full_stdout_is_one_line_at_exit(dev_full, monkeypatch, capsys):
+    """Text still buffered when the command ends is flushed by console(): a full device is one line
+    and exit 74; a command that failed keeps its status and its own line."""
+    monkeypatch.setattr(sys, "stdout", dev_full)
+    print("a table")
+    assert _flushed(0) == 74
+    print("a table")
+    assert _flushed(1) == 1
+    assert capsys.readouterr().err == "opzoo: error: cannot write to stdout: No space left on device\n"
+
+
+def test_list_json_into_dev_full_end_to_end():
+    """The whole command, as a shell runs `opzoo list --json > /dev/full`."""
+    with open("/dev/full", "wb", buffering=0) as full:
+        out = subprocess.run(
+            [sys.executable, "-m", "opzoo", "list", "--json"], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert out.returncode == 74
+    assert out.stderr == "opzoo: error: cannot write the JSON output to stdout: No space left on device\n"

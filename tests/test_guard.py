@@ -1,0 +1,135 @@
+"""A plugin's import is kept from ending, hanging or altering opzoo (opzoo/_guard.py): torch's
+global state watched and restored (opzoo/_torch_state.py), the child's verdicts cached by what was
+installed."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+import torch
+
+from opzoo import _guard
+from opzoo._records import Source
+from opzoo._torch_state import TorchState
+
+
+def test_changes_to_torchs_global_state_are_named_and_undone():
+    """Flags, a module attribute replaced, a class attribute added over its base's (Tensor.__mul__
+    lives on the C base class): each named, and restore() puts every one back."""
+    relu, had_mul = torch.relu, "__mul__" in vars(torch.Tensor)
+    before = TorchState.now()
+    try:
+        torch.set_grad_enabled(False)
+        torch.set_default_dtype(torch.float64)
+        torch.relu = lambda x: x
+        torch.Tensor.__mul__ = lambda self, other: self
+        assert before.changes() == [
+            "grad mode turned off",
+            "default dtype set to torch.float64",
+            "torch.relu replaced",
+            "torch.Tensor.__mul__ replaced",
+        ]
+        before.restore()
+        assert before.changes() == []
+        assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
+        assert torch.relu is relu and ("__mul__" in vars(torch.Tensor)) == had_mul
+        assert (torch.ones(2) * 3).tolist() == [3.0, 3.0]
+    finally:  # whatever happened above, this process's torch is left as it was
+        torch.set_grad_enabled(True)
+        torch.set_default_dtype(torch.float32)
+        torch.relu = relu
+        if not had_mul and "__mul__" in vars(torch.Tensor):
+            del torch.Tensor.__mul__
+
+
+def test_torchs_own_wrapping_is_no_change():
+    """Importing torch._dynamo replaces torch.manual_seed by a wrapper of it (functools.wraps, a
+    torch module): a plugin that imports it has changed nothing."""
+    seed = torch.manual_seed
+    before = TorchState.now()
+    try:
+        torch.manual_seed = functools.wraps(seed)(lambda *a, **k: seed(*a, **k))
+        assert before.changes() == []
+        torch.manual_seed = lambda n: None  # not a wrapper of it: a change
+        assert before.changes() == ["torch.manual_seed replaced"]
+    finally:
+        torch.manual_seed = seed
+
+
+def test_a_verdict_is_tried_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    """The child is started once per entry and fingerprint, in this process and the next (a new
+    Guard reading the same file); another time limit is another verdict."""
+    calls = []
+
+    def fake_probe(ref, timeout, call=None):
+        calls.append((ref, timeout))
+        return "importing it ended the process with exit status 0"
+
+    monkeypatch.setattr(_guard, "probe", fake_probe)
+    source = Source("pluggy", "1.0", "opzoo.ops: x = some_plugin:Op", "entry point")
+    path = tmp_path / "cache" / _guard.CACHE_FILE
+
+    def guard(timeout=60.0):
+        return _guard.Guard(probe=True, timeout=timeout, verdicts=_guard.Verdicts(path))
+
+    first = guard()
+    assert first.refusal("some_plugin:Op", source) == "importing it ended the process with exit status 0"
+    assert first.refusal("some_plugin:Op", source) == "importing it ended the process with exit status 0"
+    assert guard().refusal("some_plugin:Op", source) == "importing it ended the process with exit status 0"
+    assert calls == [("some_plugin:Op", 60.0)]
+    guard(timeout=5.0).refusal("some_plugin:Op", source)
+    assert calls == [("some_plugin:Op", 60.0), ("some_plugin:Op", 5.0)]
+    # opzoo's own ops are not probed, nor entries that no installed distribution declares
+    assert guard().refusal("opzoo.ops.relu:MyReLU", Source("opzoo", "0.1.0")) is None
+    assert guard().refusal("fake:Op", Source(None, None)) is None
+    assert len(calls) == 2
+
+
+def test_a_changed_installed_file_changes_the_fingerprint(tmp_path, monkeypatch):
+    """A plugin reinstalled or edited (a file's size or time) is tried again."""
+    site = tmp_path / "site"
+    (site / "fakeplugin-1.0.dist-info").mkdir(parents=True)
+    (site / "fakeplugin.py").write_text("x = 1\n")
+    (site / "fakeplugin-1.0.dist-info" / "METADATA").write_text("Name: fakeplugin\nVersion: 1.0\n")
+    (site / "fakeplugin-1.0.dist-info" / "RECORD").write_text(
+        "fakeplugin.py,,\nfakeplugin-1.0.dist-info/METADATA,,\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    before = _guard._dist_fingerprint("fakeplugin")
+    assert before and before == _guard._dist_fingerprint("fakeplugin")
+    os.utime(site / "fakeplugin.py", ns=(1, 1))
+    assert _guard._dist_fingerprint("fakeplugin") != before
+
+
+def test_an_unreadable_or_foreign_cache_is_no_cache(tmp_path):
+    """A cache file that is garbage, of another format, or a folder: every verdict is tried again,
+    and nothing fails."""
+    path = tmp_path / _guard.CACHE_FILE
+    for text in ("not json", '{"format": 999, "verdicts": {"k": "x"}}', '{"format": 1, "verdicts": [1]}'):
+        path.write_text(text)
+        assert _guard.Verdicts(path).get("k") == (False, None)
+    path.unlink()
+    path.mkdir()
+    verdicts = _guard.Verdicts(path)
+    verdicts.put("k", None)  # cannot be written: no cache, no error
+    assert path.is_dir()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the child is forked")
+def test_the_probe_reports_an_exit_a_hang_a_change_and_a_clean_import(tmp_path, monkeypatch):
+    """probe() itself, on four tiny modules (the hang's limit is 2 s; the others return at once)."""
+    (tmp_path / "p_exit.py").write_text("import os\nos._exit(3)\n")
+    (tmp_path / "p_hang.py").write_text("import threading\nthreading.Event().wait()\n")
+    (tmp_path / "p_grad.py").write_text("import torch\ntorch.set_grad_enabled(False)\n")
+    (tmp_path / "p_fine.py").write_text("import torch\nx = torch.ones(1)\nprint('noise')\n")
+    (tmp_path / "p_raises.py").write_text("raise ValueError('boom')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _guard.probe("p_exit", 60.0).startswith("importing it ended the process with exit status 3")
+    assert _guard.probe("p_hang", 2.0).startswith("importing it did not finish within 2 s")
+    assert _guard.probe("p_grad", 60.0).startswith(
+        "importing it changes torch's global state (grad mode turned off)"
+    )
+    assert _guard.probe("p_fine", 60.0) is None
+    assert _guard.probe("p_raises", 60.0) is None  # raising is left to the import here, recorded as usual

@@ -1,0 +1,138 @@
+"""`opzoo report`: one self-contained HTML file of verdicts, derivative plots and error histograms."""
+
+from __future__ import annotations
+
+import builtins
+import html
+import os
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import opzoo
+from opzoo import _report
+from opzoo.cli import main
+from opzoo.exceptions import ConfigError
+
+WRONG = "wrong_ops:WrongSign"  # an import path: reported with no registration (tests/ is on sys.path)
+
+
+class _Page(HTMLParser):
+    """Every tag's attributes, and whether the page parsed to its end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.closed_html = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_endtag(self, tag: str) -> None:
+        self.closed_html |= tag == "html"
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, int]:
+    """A report of myrelu and a wrong op, through the command line: its path, its text, its exit."""
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    args = ["report", "myrelu", WRONG, "--html", str(path), "-p", "gradient", "--examples", "3", "-j", "1"]
+    code = main(args)
+    return path, path.read_text(encoding="utf-8"), code
+
+
+def test_the_report_parses_and_embeds_every_plot(report):
+    """The HTML parses; it has one <img> per plot (a derivative plot and a histogram per elementwise
+    op), each a base64 PNG data: URI; nothing refers outside the file."""
+    path, text, code = report
+    page = _Page()
+    page.feed(text)
+    page.close()
+    assert page.closed_html
+    imgs = [attrs for tag, attrs in page.tags if tag == "img"]
+    assert len(imgs) == 4  # two ops, each a derivative plot and an error histogram
+    assert all((a.get("src") or "").startswith("data:image/png;base64,") for a in imgs)
+    assert not [tag for tag, _ in page.tags if tag in ("script", "link", "iframe", "object")]
+    refs = [v for _, attrs in page.tags for k, v in attrs.items() if k in ("src", "href") and v]
+    assert all(v.startswith("data:") for v in refs), refs
+    assert "http:" not in text and "https:" not in text
+
+
+def test_a_failing_op_is_reported_with_its_reproduce_line(report):
+    """The wrong op fails gradient: exit 1, a FAIL in the verdict table, and its reproduce command
+    in the page."""
+    _, text, code = report
+    assert code == 1
+    assert "<td class=fail" in text
+    assert html.escape(f"opzoo check {WRONG} --property gradient --profile ci --examples 3") in text
+
+
+def test_missing_matplotlib_is_one_line(monkeypatch, capsys, tmp_path):
+    """Without matplotlib, `opzoo report` says in one line how to get it, exits 2 and writes nothing."""
+    real = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    path = tmp_path / "r.html"
+    assert main(["report", "myrelu", "--html", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == "opzoo: error: opzoo report needs matplotlib: pip install 'opzoo[train]'\n"
+    assert not path.exists()
+
+
+def test_the_mutation_section_gives_the_score_and_each_verdict():
+    """--mutate: the score, and each mutant's verdict with the property that killed it (two
+    mutants on myrelu: the sign flip killed, the identity control unchanged)."""
+    section = _report.mutation_section([opzoo.info("myrelu")], "ci", mutants=["identity", "sign"])
+    assert section.startswith("<h2>Mutation score: 100.0%</h2>"), section
+    assert "<td>sign</td><td>killed</td>" in section, section
+
+
+def test_the_report_is_written_as_every_opzoo_file(tmp_path):
+    """As opzoo/_files.py writes every file: a regular file replaced whole (no temp file left), a
+    folder refused with one line, a symlink followed (the file it names replaced, the link kept)."""
+    target = tmp_path / "r.html"
+    target.write_text("old")
+    _report.write(target, "<html></html>")
+    assert target.read_text() == "<html></html>"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]
+    with pytest.raises(ConfigError, match="it is a folder"):
+        _report.write(tmp_path, "x")
+    link = tmp_path / "link.html"
+    link.symlink_to(target)
+    _report.write(link, "<html>new</html>")
+    assert link.is_symlink() and target.read_text() == "<html>new</html>"
+
+
+def _browser() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.mark.skipif(_browser() is None, reason="no headless browser installed (apt-get install chromium)")
+def test_the_report_renders_in_a_headless_browser(report, tmp_path):
+    """Chromium renders the file (file://, nothing else reachable) to a screenshot that is not blank:
+    its pixels vary, as text and plots make them."""
+    plt = _report.pyplot()
+    path, _, _ = report
+    shot = tmp_path / "shot.png"
+    args = [_browser(), "--headless", "--disable-gpu", "--hide-scrollbars", "--window-size=1000,1400"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        args.append("--no-sandbox")  # chromium refuses to run as root with its sandbox
+    out = subprocess.run(
+        [*args, f"--screenshot={shot}", path.as_uri()], capture_output=True, text=True, timeout=120
+    )
+    assert shot.exists(), out.stderr[-2000:]
+    pixels = plt.imread(shot)[..., :3]
+    assert pixels.std() > 0.05  # a blank page is one colour: std 0
+    assert (pixels < 0.5).mean() > 0.005  # some dark pixels: text and lines were drawn
