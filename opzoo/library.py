@@ -11,7 +11,9 @@ contract, so it builds it for any registered Function, built-in or plugin, with 
 - the fake kernel from the gufunc signature: broadcast loop dims plus core dims (``empty_like`` for
   an elementwise op);
 - the autograd formula is the Function's own ``setup_context`` and ``backward``, so gradients through
-  the bridged op are the Function's, bit for bit.
+  the bridged op are the Function's, bit for bit. A classic ``forward(ctx, ...)`` has no
+  ``setup_context``: forward runs again there with a recording context (:mod:`opzoo._recording`),
+  and what it saved goes into the real one.
 
 Name mapping (``torch.ops.opzoo`` is one namespace per process): an op name made of ``[a-z0-9_]``
 is its own torch name; any other (``.`` and ``-`` are valid in opzoo names, not in torch.library's)
@@ -30,7 +32,9 @@ from typing import Any, Sequence
 
 import torch
 
+from opzoo import _recording
 from opzoo._arguments import TENSOR
+from opzoo._contract import _call_with
 from opzoo._registry import OpSpec, Registry
 from opzoo.exceptions import LibraryError, one_line
 
@@ -66,7 +70,7 @@ def op(name: str | OpSpec, *, registry: Registry | None = None) -> Any:
 
     Idempotent: asking again returns the same object. ``registry`` defaults to ``opzoo.registry()``.
     Raises :class:`~opzoo.LibraryError` for an op that cannot be bridged (a learnable Module, a
-    classic ``forward(ctx, ...)`` Function), or for a name already bridged to another class.
+    forward that writes into its input), or for a name already bridged to another class.
     """
     spec = name if isinstance(name, OpSpec) else _registry(registry).info(name)
     tname = torch_name(spec.name)
@@ -95,8 +99,8 @@ def load(registry: Registry | None = None) -> dict[str, Any]:
     """Bridge every registered op that can be (as :func:`op`); return ``{name: torch op}``.
 
     Call it before ``torch.export.load`` of a program that uses ``torch.ops.opzoo`` ops. Learnable
-    Modules and classic-form Functions are passed over, as are plugins that fail to load (see
-    ``opzoo.failures()``).
+    Modules and forwards that write into their input are passed over, as are plugins that fail to
+    load (see ``opzoo.failures()``).
     """
     out = {}
     for spec in _registry(registry).load_all():
@@ -160,6 +164,7 @@ def _define(spec: OpSpec, tname: str) -> Any:
     tensors = len(sig.inputs)
     forward = target.forward
     defaults = spec.contract.defaults()
+    classic = _recording.classic(target)
 
     def full(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         # The dispatcher drops trailing args equal to their defaults (so that saved programs stay
@@ -167,8 +172,16 @@ def _define(spec: OpSpec, tname: str) -> Any:
         given = dict(zip(defaults, args[tensors:])) | kwargs
         return plan(args[:tensors], {k: _plain(given.get(k, v)) for k, v in defaults.items()})
 
+    def run(args: tuple[Any, ...]) -> Any:
+        if not classic:
+            return forward(*args)
+        out, record = _recording.run(forward, args)
+        if record.dirty:  # a forward that hides it from the check in why_not (a helper marks it)
+            raise LibraryError(_dirty(spec))
+        return out
+
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        out = forward(*full(args, kwargs))
+        out = run(full(args, kwargs))
         # torch.library forbids an output that aliases an input (an op returning x itself, or a
         # view of it): hand back a copy then, as the Function's apply would have kept it apart.
         if isinstance(out, tuple):
@@ -180,26 +193,54 @@ def _define(spec: OpSpec, tname: str) -> Any:
     )
 
     def fake(*args: Any, **kwargs: Any) -> Any:
-        return _fake_outputs(spec, args[:tensors])
+        given = dict(zip(defaults, args[tensors:])) | kwargs
+        return _fake_outputs(spec, args[:tensors], {k: _plain(given.get(k, v)) for k, v in defaults.items()})
 
     definition.register_fake(fake)
     # The schema takes the tensors, then the params; forward (and so setup_context and backward)
-    # takes them in its own order: each side sees its own.
+    # takes them in its own order: each side sees its own, needs_input_grad included.
     slots = plan.slots
     where = [slots.index((TENSOR, i)) for i in range(tensors)]
 
+    def needs(flags: Sequence[bool]) -> tuple[bool, ...]:
+        return tuple(bool(flags[what]) if kind == TENSOR else False for kind, what in slots)
+
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         given = dict(zip(defaults, inputs[tensors:]))
-        target.setup_context(ctx, plan(inputs[:tensors], {k: _plain(v) for k, v in given.items()}), output)
+        args = plan(inputs[:tensors], {k: _plain(v) for k, v in given.items()})
+        if classic:
+            # The context is filled inside a classic forward, and torch.library hands one only
+            # here: run forward again with a recording context and put what it did into the real
+            # one. The kernel's own run cannot hand its record over: under torch.compile and
+            # torch.export this runs on fake tensors, the kernel never (its fake runs instead).
+            # Traced, the rerun keeps only what backward saves; eager, forward runs twice.
+            again, record = _recording.run(forward, args, needs(ctx.needs_input_grad))
+            _recording.fill(ctx, record, _outputs(again), _outputs(output))
+            return
+        saved = ctx.needs_input_grad
+        ctx.needs_input_grad = needs(saved)
+        try:
+            target.setup_context(ctx, args, output)
+        finally:
+            ctx.needs_input_grad = saved
 
     def backward(ctx: Any, *grads: Any) -> Any:
-        out = target.backward(ctx, *grads)
+        saved = ctx.needs_input_grad
+        ctx.needs_input_grad = needs(saved)
+        try:
+            out = target.backward(ctx, *grads)
+        finally:
+            ctx.needs_input_grad = saved
         out = out if isinstance(out, tuple) else (out,)
         return (*(out[k] if k < len(out) else None for k in where), *(None for _ in defaults))
 
     definition.register_autograd(backward, setup_context=setup_context)
-    _fuse_under_inductor(tname, lambda *args, **kwargs: forward(*full(args, kwargs)))
+    _fuse_under_inductor(tname, lambda *args, **kwargs: run(full(args, kwargs)))
     return definition
+
+
+def _outputs(out: Any) -> tuple[Any, ...]:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 def _fuse_under_inductor(tname: str, forward: Any) -> None:
@@ -230,18 +271,28 @@ def _plain(value: Any) -> Any:
 
 
 def _unaliased(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-    if isinstance(out, torch.Tensor) and out.numel():
-        ptr = out.untyped_storage().data_ptr()
-        if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr for t in inputs):
-            return out.clone()
+    if not isinstance(out, torch.Tensor):
+        return out
+    if not out.numel():
+        # An empty tensor has no storage to compare (an identity forward returns its empty input
+        # itself, which torch.library refuses): copying one costs nothing.
+        return out.clone()
+    ptr = out.untyped_storage().data_ptr()
+    if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr for t in inputs):
+        return out.clone()
     return out
 
 
-def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor]) -> Any:
-    """Empty outputs of the shapes the signature gives for ``tensors`` (symbolic sizes welcome)."""
+def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor], params: dict[str, Any]) -> Any:
+    """Empty outputs of the shapes the signature gives for ``tensors`` at ``params`` (symbolic
+    sizes welcome): the declared output sizes computed, the core dimension where a Dim puts it."""
     sig = spec.contract.sig
     if sig.elementwise:
         return torch.empty_like(tensors[0])
+    axis = spec.contract.axis
+    at = params[axis] if axis is not None else None
+    if at is not None:  # the op's layout: its last core dimension at `at` (Bound does the same)
+        tensors = [t.movedim(at, -1) if core else t for t, core in zip(tensors, sig.inputs)]
     sizes: dict[str, Any] = {}
     loops = []
     for i, (t, core) in enumerate(zip(tensors, sig.inputs)):
@@ -260,14 +311,19 @@ def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor]) -> Any:
                 size == want,
                 lambda i=i, dim=dim: f"opzoo.{spec.name}: input {i}'s dimension {dim!r} does not match",
             )
+    for dim, fn in spec.contract.output_sizes.items():  # SymInt arithmetic, not int(): no guard
+        sizes[dim] = _call_with(fn, sizes | params)
     loop = tuple(torch.broadcast_shapes(*loops)) if loops else ()
     dtype = tensors[0].dtype
     for t in tensors[1:]:
         dtype = torch.promote_types(dtype, t.dtype)
-    outs = [
-        tensors[0].new_empty(loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core), dtype=dtype)
-        for core in sig.outputs
-    ]
+    outs = []
+    for core in sig.outputs:
+        shape = list(loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core))
+        if at is not None and core:
+            last = shape.pop()
+            shape.insert(at if at >= 0 else len(shape) + 1 + at, last)
+        outs.append(tensors[0].new_empty(shape, dtype=dtype))
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -282,15 +338,25 @@ def why_not(spec: OpSpec) -> str | None:
             "torch.library op (a pure function of its arguments) cannot hold; it is not bridged — "
             "export the module that uses it instead"
         )
-    if spec.target.setup_context is torch.autograd.Function.setup_context:
-        return (
-            f"op {spec.name!r} uses the classic forward(ctx, ...) form: its context is filled inside "
-            "forward, where torch.library never hands one; move that into "
-            "setup_context(ctx, inputs, output) and forward(...) without ctx to bridge it"
-        )
+    if _recording.classic(spec.target) and _marks_dirty(spec.target.forward):
+        return _dirty(spec)
     if getattr(spec.target, "backward", None) is torch.autograd.Function.backward:
         return f"op {spec.name!r} defines vjp, not backward; name it backward to bridge it"
     return None
+
+
+def _marks_dirty(forward: Any) -> bool:
+    """Whether a classic forward calls ``ctx.mark_dirty`` itself (read from its code, not run)."""
+    code = getattr(getattr(forward, "__func__", forward), "__code__", None)
+    return code is not None and "mark_dirty" in code.co_names
+
+
+def _dirty(spec: OpSpec) -> str:
+    return (
+        f"op {spec.name!r} writes into its input (its forward calls ctx.mark_dirty): a torch.library "
+        "op that mutates an argument must declare it (mutates_args), and the bridge makes pure "
+        "functions; it is not bridged"
+    )
 
 
 def _refuse_unbridgeable(spec: OpSpec) -> None:

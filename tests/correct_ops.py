@@ -1,10 +1,15 @@
 """Correct ops written the ordinary way, tutorial style, with no contract: each must pass every
-property (a false alarm on a correct op breaks the promise as badly as a missed bug)."""
+property (a false alarm on a correct op breaks the promise as badly as a missed bug). DECLARED holds
+correct ops written as upstream packages write them, with the contract declared from outside."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 from seed_program import MyReLU as SeedMyReLU
+
+import opzoo
 
 
 class Cube(torch.autograd.Function):
@@ -58,5 +63,379 @@ class OnceDifferentiable(torch.autograd.Function):
         return grad * (1 - y * y)
 
 
+class TanhClassmethod(torch.autograd.Function):
+    """tanh with classmethod forward and backward, as entmax writes its Functions; it saves its
+    output, so its second derivative runs through the Function itself. Not in CORRECT: torch
+    2.13's Dynamo passes cls twice to a classmethod forward, so `compile` fails it, rightly (the
+    graph does break), though nothing in the op is wrong (tests/test_recording.py)."""
+
+    @classmethod
+    def forward(cls, ctx, x):
+        y = torch.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @classmethod
+    def backward(cls, ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y)  # d/dx tanh(x) = 1 - tanh(x)^2
+
+
+class CrossEntropy(torch.autograd.Function):
+    """Cross-entropy of each row of logits X (n, c) against an integer target (n,), in the classic
+    form with a trailing argument nobody declares, and a backward that returns a gradient for each
+    argument (None for the target and the trailing one), as upstream losses do."""
+
+    @staticmethod
+    def forward(ctx, X, target, eps=0.0):
+        # X, not log softmax(X), is saved: recomputed in backward, its second derivative is right
+        ctx.save_for_backward(X, target)
+        ctx.eps = eps
+        return eps - torch.log_softmax(X, dim=1).gather(1, target.unsqueeze(1)).squeeze(1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        X, target = ctx.saved_tensors
+        onehot = torch.zeros_like(X).scatter(1, target.unsqueeze(1), 1.0)
+        # d/dX_ij (-log softmax(X)_i,t_i) = softmax(X)_ij - [j = t_i]
+        return grad.unsqueeze(1) * (torch.softmax(X, dim=1) - onehot), None, None
+
+
 #: name -> class; "seed_myrelu" is the seed tutorial's MyReLU, verbatim (tests/seed_program.py)
 CORRECT = {"cube": Cube, "square": Square, "once": OnceDifferentiable, "seed_myrelu": SeedMyReLU}
+
+
+# -- correct ops where they are not differentiable ------------------------------------------------
+# Each was a false alarm once: a tie, a cone, a jump, a point where the forward is not finite nearby,
+# an output that is nan by definition. Each declares only its signature (or a surrogate), as an op of
+# several tensors must; hypothesis draws the points in question (it favours equal values and 0).
+
+
+def _empty_max(x):
+    """max over the last dimension, -inf where it is empty (as logsumexp's is)."""
+    if x.shape[-1] == 0:
+        return x.sum(-1) - math.inf
+    return x.amax(-1)
+
+
+class TieSplitMax(torch.autograd.Function):
+    """max(x, y) whose backward splits a tie evenly; its forward's autograd gives a tie to x."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, y):
+        return torch.where(x >= y, x, y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        share = torch.where(x == y, 0.5, (x > y).to(grad.dtype))  # d max/dx: 1, 0, or half at a tie
+        gx, gy = grad * share, grad * (1 - share)
+        return gx.sum_to_size(x.shape), gy.sum_to_size(y.shape)
+
+
+class MaxReduction(torch.autograd.Function):
+    """max over the last dimension, the gradient to one index: the last of a tie (torch's own max
+    gives it to another)."""
+
+    opzoo_contract = opzoo.Contract(signature="(n)->()")
+
+    @staticmethod
+    def forward(x):
+        return _empty_max(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        if x.shape[-1] == 0:
+            return torch.zeros_like(x)
+        last = x.shape[-1] - 1 - x.flip(-1).argmax(-1, keepdim=True)
+        return torch.zeros_like(x).scatter(-1, last, grad.unsqueeze(-1).expand_as(last).to(x.dtype))
+
+
+class VectorNorm(torch.autograd.Function):
+    """The Euclidean norm over the last dimension; at 0 (a cone) the gradient 0."""
+
+    opzoo_contract = opzoo.Contract(signature="(n)->()")
+
+    @staticmethod
+    def forward(x):
+        return torch.linalg.vector_norm(x, dim=-1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0], output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, norm = ctx.saved_tensors
+        safe = torch.where(norm == 0, 1.0, norm).unsqueeze(-1)
+        return grad.unsqueeze(-1) * x / safe  # x / |x|; 0 at 0, inside the unit ball
+
+
+class AbsDiff(torch.autograd.Function):
+    """|x - y|, the gradient 0 where x = y (a kink along x - y)."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, y):
+        return (x - y).abs()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        s = torch.sign(x - y)
+        return (grad * s).sum_to_size(x.shape), (-grad * s).sum_to_size(y.shape)
+
+
+class ClampBetween(torch.autograd.Function):
+    """x clamped between lo and hi (min(max(x, lo), hi)), a tie going to x, then to the max; at
+    x = lo = hi three pieces meet. Its forward's autograd splits ties evenly. (Not torch.clamp with
+    tensor bounds: its own backward raises for bounds that broadcast, a torch defect.)"""
+
+    opzoo_contract = opzoo.Contract(signature="(),(),()->()")
+
+    @staticmethod
+    def forward(x, lo, hi):
+        return torch.minimum(torch.maximum(x, lo), hi)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, lo, hi = ctx.saved_tensors
+        inner = torch.maximum(x, lo)
+        below = (inner <= hi).to(grad.dtype)  # min(inner, hi) takes inner, a tie too
+        gx = grad * (x >= lo) * below
+        glo = grad * (x < lo) * below
+        ghi = grad * (1 - below)
+        return gx.sum_to_size(x.shape), glo.sum_to_size(lo.shape), ghi.sum_to_size(hi.shape)
+
+
+class Atan2(torch.autograd.Function):
+    """atan2(y, x): at the origin it jumps (nothing to check); its gradient there is nan."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(y, x):
+        return torch.atan2(y, x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, x = ctx.saved_tensors
+        r2 = x * x + y * y
+        return (grad * x / r2).sum_to_size(y.shape), (-grad * y / r2).sum_to_size(x.shape)
+
+
+class XLogY(torch.autograd.Function):
+    """x log y (0 where x = 0): not finite near y = 0, nan for y < 0. Its derivative in x is log y,
+    at x = 0 too (torch.xlogy's own backward gives 0 there, so that it is not nan at y = 0)."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, y):
+        return torch.xlogy(x, y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        gx = grad * torch.log(y)  # d/dx x log y = log y
+        return gx.sum_to_size(x.shape), (grad * x / y).sum_to_size(y.shape)
+
+
+class Pow(torch.autograd.Function):
+    """x ** y: at x = 0 not finite nearby (or not differentiable), nan for x < 0 and y not whole."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, y):
+        return torch.pow(x, y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs, output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y, out = ctx.saved_tensors
+        gx = grad * y * torch.pow(x, y - 1)
+        gy = grad * out * torch.log(x)
+        gy = torch.where((x == 0) & (y >= 0), 0.0, gy)  # 0 ** y is constant in y there, as torch says
+        return gx.sum_to_size(x.shape), gy.sum_to_size(y.shape)
+
+
+class Variance(torch.autograd.Function):
+    """The unbiased variance over the last dimension: nan, by definition, for one element."""
+
+    opzoo_contract = opzoo.Contract(signature="(n)->()")
+
+    @staticmethod
+    def forward(x):
+        n = x.shape[-1]
+        return ((x - x.mean(-1, keepdim=True)) ** 2).sum(-1) / (n - 1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        n = x.shape[-1]
+        return grad.unsqueeze(-1) * 2 * (x - x.mean(-1, keepdim=True)) / (n - 1)
+
+
+def _triangle_primitive(x: torch.Tensor) -> torch.Tensor:
+    """The primitive of a triangular surrogate gradient max(0, 1 - |x|): smooth but for kinks of its
+    derivative at -1, 0 and 1, where autograd takes one side."""
+    left = (x + 1) ** 2 / 2
+    right = 1 - (1 - x) ** 2 / 2
+    return torch.where(x < -1, 0.0, torch.where(x < 0, left, torch.where(x < 1, right, 1.0)))
+
+
+class TriangleSpike(torch.autograd.Function):
+    """A spike at 0 with a triangular surrogate gradient, differentiable twice: its second
+    derivative (-sign(x) inside) has jumps at -1, 0 and 1, its surrogate's autograd a side of each."""
+
+    opzoo_contract = opzoo.Contract(surrogate=_triangle_primitive, double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        return (x >= 0).to(x.dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.clamp(1 - x.abs(), min=0)
+
+
+#: 0.1 as a float32 holds it: 0.100000001490116..., as a float64 shows
+THRESHOLD = float(torch.tensor(0.1, dtype=torch.float32))
+
+
+class Float32Threshold(torch.autograd.Function):
+    """max(x - 0.1, 0) with its threshold rounded to float32, as a float32 parameter or buffer would
+    keep it: the kink it declares at 0.1 sits at float32(0.1) when the checks run in float64, where its
+    gradient takes the declared value (1, as x >= 0.1); at 0.1 itself it is 0."""
+
+    opzoo_contract = opzoo.Contract(kinks={0.1: 1.0}, reference=lambda x: torch.relu(x - THRESHOLD))
+
+    @staticmethod
+    def forward(x):
+        return torch.where(x >= THRESHOLD, x - THRESHOLD, 0.0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x >= THRESHOLD)
+
+
+#: name -> class: correct ops at the points where they are not differentiable (see above)
+AT_KINKS = {
+    "tie_split_max": TieSplitMax,
+    "max_reduction": MaxReduction,
+    "vector_norm": VectorNorm,
+    "abs_diff": AbsDiff,
+    "clamp_between": ClampBetween,
+    "atan2": Atan2,
+    "xlogy": XLogY,
+    "pow": Pow,
+    "variance": Variance,
+    "triangle_spike": TriangleSpike,
+    "float32_threshold": Float32Threshold,
+}
+
+
+# -- correct ops whose backward rounds differently on another path --------------------------------
+
+
+class RoundsByPath(torch.autograd.Function):
+    """x * w whose backward computes x's gradient another way when w needs none (grad * 3 * w / 3):
+    the same value but for rounding, as a BLAS kernel chosen by which gradients are needed may be."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, w):
+        return x * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        both = ctx.needs_input_grad[0] and ctx.needs_input_grad[1]
+        gx = grad * w if both else grad * 3 * w / 3
+        return gx.sum_to_size(x.shape), (grad * x).sum_to_size(w.shape)
+
+
+class OneUlpApart(torch.autograd.Function):
+    """x * w whose gradient for x is one unit in the last place larger when w needs none: the
+    Intel Xeon case of the issue (2.339999999999998 against 2.339999999999999), by construction."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, w):
+        return x * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        gx = grad * w
+        if not ctx.needs_input_grad[1]:
+            gx = torch.nextafter(gx, torch.full_like(gx, math.inf))
+        return gx.sum_to_size(x.shape), (grad * x).sum_to_size(w.shape)
+
+
+#: name -> a class from elsewhere with its contract declared (opzoo.declare), the class untouched.
+DECLARED = {
+    "cross_entropy": opzoo.declare(
+        CrossEntropy,
+        signature="(n,c),(n)->(n)",
+        inputs={"target": opzoo.Index(high="c")},
+        loop_dims=0,
+        min_sizes={"c": 1},
+    ),
+}

@@ -330,3 +330,143 @@ def test_a_correct_multi_output_jvp_passes_forward_mode():
     result = check_property(reg.info("sincos"), "compile", profile="ci")
     assert result.status == "pass", result.report()
     assert any("defines jvp" in note for note in result.notes)
+
+
+# -- classic forward(ctx, ...) Functions ----------------------------------------------------------
+
+
+class _ClassicMatmul(torch.autograd.Function):
+    """x @ w in the classic form, with a jvp: torch.func refuses it, dual tensors do not."""
+
+    opzoo_contract = opzoo.Contract(signature="(n,k),(k,m)->(n,m)", reference=torch.matmul)
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        ctx.save_for_forward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return (grad @ w.mT).sum_to_size(x.shape), (x.mT @ grad).sum_to_size(w.shape)
+
+    @staticmethod
+    def jvp(ctx, dx, dw):
+        x, w = ctx.saved_tensors
+        return dx @ w + x @ dw  # d(x @ w) = dx @ w + x @ dw
+
+
+class ClassicJvpDropsATerm(_ClassicMatmul):
+    """A classic jvp that skips the work for a zero tangent, keeping one term: right for each
+    input's tangent alone (dual tensors give the other zeros), wrong when both inputs carry one,
+    which dual tensors must ask too where torch.func.jvp cannot."""
+
+    @staticmethod
+    def jvp(ctx, dx, dw):
+        x, w = ctx.saved_tensors
+        return dx @ w if dx.abs().sum() > 0 else x @ dw
+
+
+class ClassicSquare(torch.autograd.Function):
+    """x * x, classic, no jvp: dual tensors must raise."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x
+
+
+class ClassicWrongWhenBatched(ClassicSquare):
+    """A classic backward with a shortcut for batched grad_outputs that sums them."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad.sum() * 2 * x if _batched(grad) else grad * 2 * x
+
+
+@pytest.fixture(scope="module")
+def classic_registry():
+    reg = opzoo.Registry()
+    for cls, name in (
+        (_ClassicMatmul, "classic_matmul"),
+        (ClassicJvpDropsATerm, "classic_jvp_drops_a_term"),
+        (ClassicSquare, "classic_square"),
+        (ClassicWrongWhenBatched, "classic_wrong_when_batched"),
+    ):
+        reg.register(cls, name=name)
+    return reg
+
+
+@pytest.mark.parametrize("name", ["classic_matmul", "classic_square"])
+def test_a_classic_function_passes_forward_mode_with_a_note(classic_registry, name):
+    """A correct classic Function passes forward_mode (dual tensors give J v where it defines jvp,
+    and raise where it does not), and a note says torch.func.jvp and vmap were not checked."""
+    result = check_property(classic_registry.info(name), "forward_mode", profile="ci")
+    assert result.status == "pass", result.report()
+    assert any("torch.func.jvp and vmap refuse it" in note for note in result.notes), result.notes
+
+
+@pytest.mark.parametrize(
+    "name, phrase",
+    [
+        (
+            "classic_jvp_drops_a_term",
+            "forward_ad dual tensors differ from the backward's J v with respect to every input at once",
+        ),
+        ("classic_wrong_when_batched", "batched grad_outputs (is_grads_batched) differs from a loop"),
+    ],
+)
+def test_forward_mode_catches_a_wrong_classic_function(classic_registry, name, phrase):
+    """A classic jvp that drops a term when both inputs carry a tangent, and a classic backward
+    wrong on batched grad_outputs, fail forward_mode."""
+    result = check_property(classic_registry.info(name), "forward_mode", profile="ci")
+    assert result.status == "fail", result
+    assert phrase in result.report(), result.report()
+
+
+def test_a_classic_answer_without_jvp_fails(classic_registry):
+    """Where dual tensors answer although the classic Function defines no jvp, forward_mode fails."""
+    op = bind(classic_registry.info("classic_square"), {})
+    op.fn = lambda t, *_: t * t  # answers under dual tensors: not the Function's apply
+    with pytest.raises(AssertionError, match=r"defines no jvp \(forward_ad dual tensors\)"):
+        forward_mode(op, _x())
+
+
+class SpikeATan(torch.autograd.Function):
+    """snntorch 1.0.0's ATan surrogate, verbatim: its forward returns float32 for float64 input
+    (hygiene fails it for that), so its backward computes in float32."""
+
+    opzoo_contract = opzoo.Contract(
+        params={"alpha": opzoo.Param(2.0, 0.5, 5.0)},
+        surrogate=lambda x, alpha: torch.atan(torch.pi / 2 * alpha * x) / torch.pi,
+    )
+
+    @staticmethod
+    def forward(ctx, input_, alpha):
+        ctx.save_for_backward(input_)
+        ctx.alpha = alpha
+        out = (input_ > 0).float()
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input_,) = ctx.saved_tensors
+        grad_input = grad_output.clone()
+        grad = ctx.alpha / 2 / (1 + (torch.pi / 2 * ctx.alpha * input_).pow_(2)) * grad_input
+        return grad, None
+
+
+def test_a_batched_backward_in_float32_is_held_to_float32():
+    """A backward that computes in float32 (its output's dtype) is compared batched against a loop
+    within float32's rounding, not float64's: forward_mode passes what hygiene alone should fail."""
+    reg = opzoo.Registry()
+    reg.register(SpikeATan, name="spike_atan")
+    assert check_property(reg.info("spike_atan"), "forward_mode", profile="ci").status == "pass"
+    assert check_property(reg.info("spike_atan"), "hygiene", profile="ci").status == "fail"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ import opzoo
 from opzoo._docs import ops_markdown
 from opzoo._memory import saved_bytes
 from opzoo.nn import Activation
+from opzoo.ops._base import Elementwise
 
 BUILTIN = opzoo.load(autoload=False)
 
@@ -192,3 +194,111 @@ def test_layer_norm_keeps_the_forwards_mean_and_rstd_for_backward():
 
 def _layer_norm(t: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.layer_norm(t, t.shape[-1:])
+
+
+# -- one slope per elementwise op -----------------------------------------------------------------
+
+ELEMENTWISE = FUNCTIONS + SURROGATE
+DERIVED = ("setup_context", "backward", "jvp")
+
+
+def _param_sets(spec, draws: int) -> list[tuple]:
+    """The op's defaults, its params all at their lowest, all at their highest, and ``draws`` sets
+    between (seeded: the same every run)."""
+    ps = list(spec.contract.params.values())
+    rng = random.Random(0)
+
+    def draw(p):
+        return rng.randint(p.low, p.high) if p.integer else rng.uniform(p.low, p.high)
+
+    sets = [tuple(spec.contract.defaults().values()), tuple(p.low for p in ps), tuple(p.high for p in ps)]
+    return sets + [tuple(draw(p) for p in ps) for _ in range(draws if ps else 0)]
+
+
+def _saved(target, x: torch.Tensor, params: tuple) -> tuple:
+    """What the op's own setup_context saves for backward at ``x`` ((None,) when nothing)."""
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.detach()) or t, lambda t: t):
+        target.apply(x.detach().requires_grad_(), *params)
+    return tuple(saved) or (None,)
+
+
+@pytest.mark.parametrize("name", ELEMENTWISE)
+def test_every_elementwise_builtin_derives_backward_and_jvp_from_its_slope(name):
+    """Each elementwise built-in is an Elementwise that writes one slope: its setup_context,
+    backward and jvp are the ones the base derives (a fused fast path only as fast_backward)."""
+    target = BUILTIN.info(name).target
+    assert issubclass(target, Elementwise) and "slope" in target.__dict__
+    for cls in target.__mro__[: target.__mro__.index(Elementwise)]:
+        for attr in (*DERIVED, "vjp"):
+            fn = getattr(cls.__dict__.get(attr), "__func__", None)  # a staticmethod's function
+            assert attr not in cls.__dict__ or getattr(fn, "derived_from_slope", False), (cls, attr)
+    assert all(getattr(target, attr).derived_from_slope for attr in ("setup_context", "backward"))
+    assert target._with_jvp.jvp.derived_from_slope and "jvp" not in vars(target)  # on the twin only
+
+
+def test_an_op_that_writes_its_own_backward_beside_a_slope_is_refused():
+    """A second copy of the derivative beside the slope is refused when the class is made."""
+    with pytest.raises(TypeError, match="Twice writes backward beside its slope"):
+
+        class Twice(Elementwise):
+            @staticmethod
+            def forward(x):
+                return x * x
+
+            @staticmethod
+            def slope(x):
+                return 2 * x  # d/dx x^2 = 2x
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 2 * ctx.saved_tensors[0]
+
+
+@pytest.mark.parametrize("name", [n for n in ELEMENTWISE if BUILTIN.info(n).contract.kinks])
+def test_the_slope_at_each_declared_kink_is_the_declared_value(name):
+    """At each kink the contract declares, the slope (which backward, double backward and jvp all
+    multiply by) gives the declared value, for the defaults and the ends of the params' ranges."""
+    spec = BUILTIN.info(name)
+    target = spec.target
+    # 200 draws: softplus declared its kink at threshold / beta, which rounds into the linear piece
+    # for 4% of its params (fixed by declaring the last x of the smooth piece)
+    for params in _param_sets(spec, 200):
+        declared = spec.contract.kinks_at(dict(zip(spec.contract.params, params)))
+        x = torch.tensor(list(declared), dtype=torch.float64)
+        got = torch.as_tensor(
+            target.effective_slope(_saved(target, x, params)[0], *params), dtype=torch.float64
+        )
+        want = torch.tensor(list(declared.values()), dtype=torch.float64)
+        torch.testing.assert_close(
+            got.expand_as(want), want, rtol=1e-9, atol=1e-12, msg=lambda m: f"{params}: {m}"
+        )
+
+
+#: How far a fused fast path may round away from grad * slope, per dtype.
+FAST_TOL = {
+    torch.float64: dict(rtol=1e-9, atol=1e-12),
+    torch.float32: dict(rtol=1e-5, atol=1e-6),
+    torch.bfloat16: dict(rtol=2e-2, atol=1e-2),
+}
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in ELEMENTWISE if getattr(BUILTIN.info(n).target, "fast_backward", None)]
+)
+@pytest.mark.parametrize("dtype", list(FAST_TOL))
+def test_each_fast_backward_is_grad_times_its_slope(name, dtype):
+    """An op's hand-fused fast path (the backward when nothing records it) equals grad * slope,
+    over kinks, zeros, tiny and large inputs, for every set of params checked."""
+    spec = BUILTIN.info(name)
+    target = spec.target
+    for params in _param_sets(spec, 20):
+        kinks = list(spec.contract.kinks_at(dict(zip(spec.contract.params, params))))
+        grid = [*torch.linspace(-8, 8, 161).tolist(), *kinks, 0.0, -0.0, 1e-30, -1e-30, 1e4, -1e4]
+        x = torch.tensor(grid, dtype=dtype)
+        g = torch.linspace(-2, 3, len(grid), dtype=dtype)
+        saved = _saved(target, x, params)
+        with torch.no_grad():
+            fast = target.fast_backward(g, *saved, *params)
+            want = g * target.effective_slope(saved[0], *params)
+        torch.testing.assert_close(fast, want, **FAST_TOL[dtype], msg=lambda m: f"{params}: {m}")

@@ -10,13 +10,15 @@ import sys
 import pytest
 import torch
 from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE, run_opzoo
-from correct_ops import CORRECT
+from correct_ops import AT_KINKS, CORRECT, THRESHOLD, OneUlpApart, RoundsByPath
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from wrong_ops import ONLY, WRONG
 
 import opzoo
-from opzoo.testing import PROPERTIES, check_property, noncontiguous, tensors
+from opzoo.testing import PROPERTIES, bind, check_property, noncontiguous, tensors
+from opzoo.testing._bound import agree
+from opzoo.testing._surrogate import HINT
 from opzoo.testing.strategies import KINK_MARGIN, cases
 
 
@@ -65,6 +67,174 @@ def test_correct_ops_without_a_contract_pass(name):
     for prop in PROPERTIES:
         result = check_property(reg.info(name), prop, profile="ci")
         assert result.status in ("pass", "skip"), result.report()
+
+
+@pytest.mark.parametrize("name", [*AT_KINKS, "rounds_by_path", "one_ulp_apart"])
+def test_correct_ops_where_they_are_not_differentiable_pass(name):
+    """A correct op with ties, cones, jumps, points where it is not finite nearby, an output that is
+    nan by definition, a surrogate with kinks, a float32 threshold, or a backward that rounds by
+    path passes every property (each was a false alarm)."""
+    reg = opzoo.Registry()
+    reg.register({**AT_KINKS, "rounds_by_path": RoundsByPath, "one_ulp_apart": OneUlpApart}[name], name=name)
+    for prop in PROPERTIES:
+        result = check_property(reg.info(name), prop, profile="ci")
+        assert result.status in ("pass", "skip"), result.report()
+
+
+def _t(*values):
+    return (
+        torch.tensor(values, dtype=torch.float64)
+        if len(values) != 1
+        else torch.tensor(values[0], dtype=torch.float64)
+    )
+
+
+#: the points where each op of AT_KINKS is not differentiable (or not finite, or nan), whatever
+#: hypothesis draws: a tie, an origin, a threshold
+POINTS = {
+    "tie_split_max": [(_t(0.0), _t(0.0)), (_t(1.0, 2.0, 2.0), _t(1.0, 0.0, 2.0)), (_t(0.5, 0.5), _t(0.5))],
+    "max_reduction": [
+        (_t(0.0, 0.0, 0.0),),
+        (torch.tensor([[1.0, 2.0, 2.0], [0.0, 0.0, -1.0]], dtype=torch.float64),),
+    ],
+    "vector_norm": [(_t(0.0, 0.0, 0.0),), (torch.tensor([[0.0, 0.0], [3.0, 4.0]], dtype=torch.float64),)],
+    "abs_diff": [(_t(0.3), _t(0.3)), (_t(0.0, 1.0), _t(0.0, 2.0))],
+    "clamp_between": [
+        (_t(0.0), _t(0.0), _t(0.0)),
+        (_t(0.0), _t(0.0), _t(1.0)),
+        (_t(1.0), _t(0.0), _t(1.0)),
+        (_t(0.5, 0.0, 2.0), _t(1.0, 0.0, 2.0), _t(0.0, 0.0, 2.0)),
+    ],
+    "atan2": [(_t(0.0), _t(0.0)), (_t(0.0, 1.0), _t(0.0, 0.0)), (_t(0.0), _t(-1.0))],
+    "xlogy": [
+        (_t(0.0), _t(0.0)),
+        (_t(0.0), _t(2.0)),
+        (_t(1.0), _t(0.0)),
+        (_t(0.0, 1.0, -1.0), _t(0.0, 0.0, 2.0)),
+    ],
+    "pow": [
+        (_t(0.0), _t(0.0)),
+        (_t(0.0), _t(0.5)),
+        (_t(0.0), _t(-1.0)),
+        (_t(-2.0), _t(-1.7)),
+        (_t(0.0, 1.0), _t(0.0)),
+    ],
+    "variance": [(_t(1.0).reshape(1),), (torch.ones(2, 1, dtype=torch.float64),), (_t(2.0, 2.0, 2.0),)],
+    "triangle_spike": [(_t(-1.0, 0.0, 1.0, 0.5),), (_t(0.0),)],
+    "float32_threshold": [(_t(0.1, THRESHOLD, 0.2),)],
+}
+
+
+@pytest.mark.parametrize("name", list(POINTS))
+def test_correct_ops_pass_at_the_points_in_question(name):
+    """At a tie, an origin, a threshold, a constant input: every drawn-input property passes, on
+    those very points (hypothesis may or may not draw them)."""
+    reg = opzoo.Registry()
+    reg.register(AT_KINKS[name], name=name)
+    spec = reg.info(name)
+    for xs in POINTS[name]:
+        for prop, p in PROPERTIES.items():
+            if p.applies(spec) or not p.drawn:
+                continue
+            p(bind(spec, {}), *xs)  # raises PropertyFailed on a failure
+
+
+def test_a_tie_reports_the_direction_along_which_it_stays_tied(wrong_registry):
+    """A max whose gradient at a tie is (1, 1): each coordinate lies between its one-sided
+    derivatives (0 and 1), the all-ones direction does not (slope 1, the gradient says 2)."""
+    result = check_property(wrong_registry.info("tie_to_every_max"), "gradient", profile="ci")
+    assert result.status == "fail"
+    assert "along the all-ones direction" in result.reason and "directional derivative 2" in result.reason
+
+
+def test_the_worst_line_agrees_with_the_headline(wrong_registry):
+    """An op wrong in input 1 only, whose counterexample puts input 0 on a kink: the headline and
+    the worst line both name input 1, with its own values."""
+    result = check_property(wrong_registry.info("wrong_in_one_input"), "gradient", profile="ci")
+    assert (
+        result.status == "fail" and "Jacobian mismatch for output 0 with respect to input 1" in result.reason
+    )
+    assert result.worst["input"] == 1 and result.worst["output"] == 0
+    assert result.worst["analytic"] == pytest.approx(3 * result.worst["x"])
+    assert "worst:     input 1, output 0" in result.report()
+
+
+def test_a_gradcheck_failure_and_its_worst_line_name_the_same_input(wrong_registry):
+    """Where gradcheck's own message is the headline (input 0, the first it meets), the worst line is
+    the largest mismatch of that output and input, not of input 1, which differs more."""
+    result = check_property(wrong_registry.info("wrong_both_inputs"), "gradient", profile="ci")
+    assert result.status == "fail" and "with respect to input 0" in result.reason, result.report()
+    assert result.worst["input"] == 0 and result.worst["output"] == 0, result.report()
+
+
+def test_no_surrogate_hint_for_an_op_that_is_only_flat_where_it_fails(wrong_registry):
+    """A sum of ReLUs whose backward is wrong below 0: the counterexample sits where the forward is
+    flat, but the forward is not piecewise constant, so no hint to declare a surrogate."""
+    result = check_property(wrong_registry.info("flat_where_wrong"), "gradient", profile="ci")
+    assert result.status == "fail" and HINT not in result.reason
+    assert all(v <= 0 for v in result.example["inputs"][0]["values"])  # it did shrink onto the flat part
+
+
+def test_subsets_accepts_a_gradient_one_ulp_apart():
+    """The Intel Xeon failure of built-in linear, by construction: with only x requiring grad its
+    gradient is 1 ulp larger; subsets passes, and the two paths do differ bit for bit."""
+    x, w = _t(1.3, -0.7, 2.2), _t(1.8, 0.9, -1.1)
+    g = torch.ones(3, dtype=torch.float64)
+    all_grad = torch.autograd.grad(OneUlpApart.apply(x.requires_grad_(), w.requires_grad_()), x, g)[0]
+    only_x = torch.autograd.grad(OneUlpApart.apply(x, w.detach()), x, g)[0]
+    assert not torch.equal(all_grad, only_x) and torch.equal(torch.nextafter(all_grad, only_x + 1), only_x)
+    reg = opzoo.Registry()
+    reg.register(OneUlpApart, name="one_ulp_apart")
+    assert check_property(reg.info("one_ulp_apart"), "subsets", profile="ci").status == "pass"
+
+
+def test_agree_is_a_few_ulps_and_nan_poisons_nothing():
+    """agree(): nan matches nan, equal infinities match, a few ulps of the scale pass, 1e-6 relative
+    does not, and one nan (or inf) element widens no other's tolerance."""
+    one = _t(2.34, 1e-3, 5.0)
+    assert agree(torch.nextafter(one, one + 1), one).all()
+    assert not agree(one * (1 + 1e-6), one).any()
+    with_nan = _t(math.nan, 1e-3, math.inf)
+    assert agree(with_nan, with_nan.clone()).all()
+    assert agree(_t(math.nan, 1e-3, math.inf), _t(math.nan, 1e-3 * (1 + 1e-9), math.inf)).tolist() == [
+        True,
+        False,
+        True,
+    ]
+    assert agree(_t(1.0), _t(math.nan)).item() is False
+    for dtype in (torch.float32, torch.bfloat16):  # dtype-aware: the same relative 1e-6 passes in bfloat16
+        a = one.to(dtype)
+        assert agree(torch.nextafter(a, a + 1), a).all()
+
+
+def test_a_kink_declared_in_float64_is_not_excused_as_a_float32_one():
+    """The float32 rounding is looked at only where the declared point is not the op's kink: a ReLU
+    at 0.1 (float64) declaring 1 there and giving 0 still fails kinks, though at float32(0.1) it
+    gives 1; the float32 threshold passes, with a note saying where it was checked."""
+
+    class WrongAt01(torch.autograd.Function):
+        opzoo_contract = opzoo.Contract(kinks={0.1: 1.0})
+
+        @staticmethod
+        def forward(x):
+            return torch.relu(x - 0.1)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * (x > 0.1)
+
+    reg = opzoo.Registry()
+    reg.register(WrongAt01, name="wrong_at_0_1")
+    reg.register(AT_KINKS["float32_threshold"], name="float32_threshold")
+    wrong = check_property(reg.info("wrong_at_0_1"), "kinks", profile="ci")
+    assert wrong.status == "fail" and "at the kink x = 0.1 the gradient is 0" in wrong.reason
+    right = check_property(reg.info("float32_threshold"), "kinks", profile="ci")
+    assert right.status == "pass" and any("in float32 (0.10000000149011612)" in n for n in right.notes)
 
 
 def test_once_differentiable_is_a_skip_with_the_reason():

@@ -292,6 +292,23 @@ class Float32Backward(_Tanh):
         return (grad.float() * (1 - y.float() * y.float())).to(grad.dtype)
 
 
+class Float32BackwardClassic(torch.autograd.Function):
+    """Float32Backward in the classic form, forward(ctx, x), as most Functions in the wild are
+    written: the autograd oracle runs its forward with a recording context."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return (grad.float() * (1 - y.float() * y.float())).to(grad.dtype)
+
+
 class BranchesOnValues(_ReLUBase):
     """A right ReLU whose forward takes a shortcut when every input is positive: branching on a
     tensor's values is a graph break under torch.compile, and no op in a compiled model may have one."""
@@ -503,6 +520,23 @@ class WrongStrides(torch.autograd.Function):
         return grad * (x >= 0)
 
 
+class WrongStridesClassic(torch.autograd.Function):
+    """WrongStrides in the classic form: bridged now (its context recorded), and so caught."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0})
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        y = x.clamp(min=0)
+        return y.mT.contiguous().mT if y.dim() >= 2 else y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x >= 0)
+
+
 class CrashesOn1d(torch.autograd.Function):
     """A softmax over the last dimension that crashes on 1-D input (a batch dimension assumed, as
     one published sparsemax does)."""
@@ -549,6 +583,118 @@ class ZeroesGradOutputRejectsEmpty(torch.autograd.Function):
         return out
 
 
+class TieToEveryMax(torch.autograd.Function):
+    """max over the last dimension whose backward gives the whole gradient to every tied element:
+    (1, 1) at a tie of two, which passes each coordinate's one-sided derivatives (0 and 1) but is no
+    valid generalised gradient (along (1, 1) max rises with slope 1, not 2)."""
+
+    opzoo_contract = opzoo.Contract(signature="(n)->()")
+
+    @staticmethod
+    def forward(x):
+        return x.sum(-1) - math.inf if x.shape[-1] == 0 else x.amax(-1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0], output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        return grad.unsqueeze(-1) * (x == out.unsqueeze(-1))
+
+
+class FiveAtATie(torch.autograd.Function):
+    """max(x, y) whose gradient at a tie is 5 for x: no valid subgradient (between 0 and 1)."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, y):
+        return torch.maximum(x, y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        gx = torch.where(x == y, 5.0, (x > y).to(grad.dtype))
+        gy = (y > x).to(grad.dtype)
+        return (grad * gx).sum_to_size(x.shape), (grad * gy).sum_to_size(y.shape)
+
+
+class WrongInOneInput(torch.autograd.Function):
+    """relu(x) + y**2 whose gradient in y is 3y: wrong in input 1 only, and its counterexample
+    shrinks to x = 0, where input 0 sits on a kink."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, y):
+        return torch.relu(x) + y**2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return (grad * (x >= 0)).sum_to_size(x.shape), (grad * 3 * y).sum_to_size(y.shape)
+
+
+class WrongBothInputs(torch.autograd.Function):
+    """x * y whose gradient is off by 0.01 for x and by 1 for y, everywhere: gradcheck names x
+    (input 0) first, where the largest mismatch of all is y's."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def forward(x, y):
+        return x * y
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return (grad * (y + 0.01)).sum_to_size(x.shape), (grad * (x + 1)).sum_to_size(y.shape)
+
+
+class NoisyBackward(_Tanh):
+    """tanh whose backward carries 1e-6 relative noise: inside finite differences' tolerance, not
+    the same twice."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y) * (1 + 1e-6 * torch.randn_like(y))
+
+
+class FlatWhereWrong(torch.autograd.Function):
+    """sum of relu over the last dimension, whose backward gives 0.5 (not 0) below 0: wrong where
+    the forward is flat, which is not piecewise constant (so no surrogate hint)."""
+
+    opzoo_contract = opzoo.Contract(signature="(n)->()")
+
+    @staticmethod
+    def forward(x):
+        return torch.relu(x).sum(-1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad.unsqueeze(-1) * torch.where(x >= 0, 1.0, 0.5)
+
+
 WRONG = {
     "wrong_sign": (WrongSign, "gradient", "Jacobian mismatch"),
     "wrong_part": (WrongOnPartOfDomain, "gradient", "Jacobian mismatch"),
@@ -580,6 +726,11 @@ WRONG = {
     "wrong_on_0d": (WrongOn0d, "gradient", "Jacobian mismatch"),
     "wrong_above_4096": (WrongAboveFastPathSize, "gradient", "directional derivative mismatch"),
     "float32_backward": (Float32Backward, "autograd", "is part of the backward computed in a lower"),
+    "float32_backward_classic": (
+        Float32BackwardClassic,
+        "autograd",
+        "is part of the backward computed in a lower",
+    ),
     "overflowing_backward": (OverflowingBackward, "extremes", "the forward is finite but the gradient"),
     "needs_input_grad_swapped": (NeedsInputGradSwapped, "subsets", "needs_input_grad at the right index"),
     "wrong_at_undeclared_kink": (WrongValueAtUndeclaredKink, "gradient", "no valid subgradient"),
@@ -606,12 +757,20 @@ WRONG = {
     ),
     "grad_output_as_scratch": (GradOutputAsScratch, "hygiene", "backward mutated grad_output"),
     "wrong_strides": (WrongStrides, "library", "test_faketensor"),
+    "wrong_strides_classic": (WrongStridesClassic, "library", "test_faketensor"),
     "crashes_on_1d": (CrashesOn1d, "accepts", "the forward raised RuntimeError: expand"),
     "zeroes_grad_output_rejects_empty": (
         ZeroesGradOutputRejectsEmpty,
         "hygiene",
         "backward mutated grad_output",
     ),
+    # where the op is not differentiable: held to the valid generalised gradients, not excused
+    "tie_to_every_max": (TieToEveryMax, "gradient", "no valid subgradient"),
+    "five_at_a_tie": (FiveAtATie, "gradient", "no valid subgradient"),
+    "wrong_in_one_input": (WrongInOneInput, "gradient", "with respect to input 1"),
+    "wrong_both_inputs": (WrongBothInputs, "gradient", "for output 0 with respect to input 0"),
+    "noisy_backward": (NoisyBackward, "hygiene", "running backward twice gave different gradients"),
+    "flat_where_wrong": (FlatWhereWrong, "gradient", "Jacobian mismatch"),
 }
 
 
@@ -626,10 +785,12 @@ ONLY = [
     "grad_output_as_scratch",
     "wrong_at_kink",
     "wrong_strides",
+    "wrong_strides_classic",
     "branches_on_values",
     "jvp_drops_a_term",
     "jvp_wrong_on_output_1",
     "float32_backward",
+    "float32_backward_classic",
     "overflowing_backward",
     "needs_input_grad_swapped",
 ]

@@ -12,10 +12,13 @@ lacks either, every call takes the regular path: correct, at the cost measured a
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from typing import Any, Callable, ClassVar
 
 import torch
 from torch.autograd import forward_ad
+
+from opzoo.ops._opmath import HALF
 
 _transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)
 # The C++ apply that Function.apply itself ends in (torch._C._FunctionBase.apply).
@@ -87,17 +90,20 @@ def composite() -> bool:
 
 
 def times_grad_(t: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-    """``t * grad``, in ``t``'s buffer when it can: ``t`` must be a fresh tensor the caller owns.
+    """``t * grad`` in ``grad``'s dtype, in ``t``'s buffer when it can: ``t`` must be a fresh tensor
+    the caller owns (in float32 for a half-precision ``grad``, if it was computed in opmath).
 
     A batch of grad_outputs (``autograd.grad(..., is_grads_batched=True)``, ``jacrev``, per-sample
     gradients) cannot go into an unbatched buffer; vmap refuses before it writes anything, and the
     product is then made out of place. Asking first would cost every backward two checks (0.2 us);
-    a refusal costs only the batched calls.
+    a refusal costs only the batched calls. The cast is asked for only where the dtypes differ:
+    ``Tensor.to`` takes 0.7 us even when there is nothing to do.
     """
     try:
-        return t.mul_(grad)
+        out = t.mul_(grad)
     except RuntimeError:
-        return t * grad
+        out = t * grad
+    return out if out.dtype == grad.dtype else out.to(grad.dtype)
 
 
 if hasattr(forward_ad, "_current_level"):  # private to torch: where it lacks it, always save
@@ -116,6 +122,198 @@ else:
     def forward_mode() -> bool:
         """Always: this torch does not say whether a forward-mode AD level is open."""
         return True
+
+
+def save(ctx: Any, *tensors: torch.Tensor) -> None:
+    """Save ``tensors`` for backward, and for ``jvp`` too while forward mode is on."""
+    ctx.save_for_backward(*tensors)
+    if forward_mode():
+        ctx.save_for_forward(*tensors)
+
+
+class Elementwise(Op):
+    """An elementwise op whose backward and ``jvp`` both follow from one ``slope``.
+
+    An op writes ``forward(x, *params)`` and, beside it, ``slope(t, *params)``: the derivative of
+    forward at each element, with its ``# d/dx ...`` comment, built of differentiable torch ops (the
+    composite backward is differentiated again for double backward, and traced by torch.compile).
+    ``t`` is what ``slope_of`` names: ``"input"``; ``"output"`` where the output tells as much (it
+    shares storage with what the next layer keeps: saving it costs no memory); or ``None`` for a
+    constant slope (``t`` is None, nothing is saved). ``saves(t)``, if the op defines it, is what
+    is kept of ``t`` instead (a one-byte mask, say). ``slope`` returns a bool mask, a number, or a
+    tensor of ``t``'s dtype; with ``in_opmath``, it is given a half-precision ``t`` in float32
+    (``_opmath``: one rounding, not one per op) and its result is cast back.
+
+    From these the class gets, once, at its creation:
+
+    - ``setup_context``: saves ``t`` for backward, and for ``jvp`` while forward mode is on; the
+      params go to ``ctx.params``;
+    - ``backward``: ``grad * slope(t)``, or, where nothing records the backward (``composite()`` is
+      false) and the op defines one, ``fast_backward(grad, t, *params)`` (``(grad, t, y, *params)``
+      with ``fast_needs_output``): the same product hand-fused into fewer passes over memory, held
+      to ``slope`` by tests/test_ops.py;
+    - ``jvp``: ``tangent * slope(t)``, moved to the twin as ``Op`` does with any ``jvp``;
+    - ``effective_slope(t, *params)``: the slope as those two use it (in opmath where declared).
+
+    An op that writes its own ``setup_context``, ``backward``, ``vjp`` or ``jvp`` beside a slope is
+    refused (TypeError): a second copy of the derivative is one that can drift from the first.
+    """
+
+    slope_of: ClassVar[str | None] = "input"
+    saves: ClassVar[Callable[[torch.Tensor], torch.Tensor] | None] = None
+    fast_backward: ClassVar[Callable[..., torch.Tensor] | None] = None
+    fast_needs_output: ClassVar[bool] = False
+    in_opmath: ClassVar[bool] = False
+    effective_slope: ClassVar[Callable[..., Any]]
+
+    @staticmethod
+    def slope(t: Any, *params: Any) -> Any:
+        """d/dx forward(x, *params), from ``t`` (see the class docstring)."""
+        raise NotImplementedError
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        if not cls.__dict__.get("_is_jvp_twin") and any(k in cls.__dict__ for k in _HOOKS):
+            written = [k for k in ("setup_context", "backward", "vjp", "jvp") if k in cls.__dict__]
+            if written:
+                raise TypeError(
+                    f"{cls.__qualname__} writes {', '.join(written)} beside its slope: an Elementwise "
+                    "op derives them from slope (a hand-fused backward goes in fast_backward)"
+                )
+            _derive_from_slope(cls)
+        super().__init_subclass__(**kwargs)
+
+
+_HOOKS = ("slope", "slope_of", "saves", "fast_backward", "fast_needs_output", "in_opmath")
+
+
+def _derive_from_slope(cls: type[Elementwise]) -> None:
+    """Give ``cls`` the setup_context, backward and jvp that its slope implies."""
+    if cls.slope_of not in ("input", "output", None):
+        raise TypeError(
+            f"{cls.__qualname__}.slope_of must be 'input', 'output' or None, not {cls.slope_of!r}"
+        )
+    n = len(inspect.signature(cls.forward).parameters) - 1  # the params after x
+    slope = _in_opmath(cls.slope) if cls.in_opmath else cls.slope
+    setup_context = _setup_context(cls, n)
+    if cls.slope_of is None:
+        backward, jvp = _constant_backward_and_jvp(slope, n)
+    else:
+        backward, jvp = _backward_and_jvp(slope, cls.fast_backward, n)
+    for fn in (setup_context, backward, jvp):
+        fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
+        fn.derived_from_slope = True  # type: ignore[attr-defined]
+        setattr(cls, fn.__name__, staticmethod(fn))
+    cls.effective_slope = staticmethod(slope)
+
+
+# The closures below branch only on constants of the class, and the common cases have closures of
+# their own: tens of nanoseconds a call in all, against the microseconds of the smallest op (the
+# A/B record in benchmarks/RESULTS.md).
+
+
+def _in_opmath(exact: Callable[..., Any]) -> Callable[..., Any]:
+    def slope(t: torch.Tensor, *params: Any) -> torch.Tensor:
+        return exact(t.float(), *params).to(t.dtype) if t.dtype in HALF else exact(t, *params)
+
+    return slope
+
+
+def _setup_context(cls: type[Elementwise], n: int) -> Callable[..., None]:
+    of_input, keep, with_output = cls.slope_of == "input", cls.saves, cls.fast_needs_output
+    if cls.slope_of is not None and keep is None and not with_output:  # one tensor, kept as it is
+
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+            t = inputs[0] if of_input else output
+            if n:
+                ctx.params = inputs[1:]
+            ctx.save_for_backward(t)
+            if forward_mode():
+                ctx.save_for_forward(t)
+
+        return setup_context
+
+    saved = cls.slope_of is not None
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:  # type: ignore[no-redef]
+        if n:
+            ctx.params = inputs[1:]
+        if not saved:
+            return
+        t = inputs[0] if of_input else output
+        if keep is not None:
+            t = keep(t)
+        if with_output:
+            ctx.save_for_backward(t, output)
+        else:
+            ctx.save_for_backward(t)
+        if forward_mode():
+            ctx.save_for_forward(t)
+
+    return setup_context
+
+
+def _backward_and_jvp(slope: Callable[..., Any], fast: Callable[..., Any] | None, n: int) -> tuple[Any, Any]:
+    """grad * slope(t) (or fast(grad, *saved, *params)), and tangent * slope(t)."""
+    if n == 0:
+
+        def backward(ctx: Any, grad: torch.Tensor) -> Any:
+            if not ctx.needs_input_grad[0]:
+                return None
+            if fast is None or composite():
+                return grad * slope(ctx.saved_tensors[0])
+            return fast(grad, *ctx.saved_tensors)
+
+        def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
+            return tangent * slope(ctx.saved_tensors[0])
+
+        return backward, jvp
+
+    nones = (None,) * n
+
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:  # type: ignore[no-redef]
+        if not ctx.needs_input_grad[0]:
+            return (None, *nones)
+        if fast is None or composite():
+            return (grad * slope(ctx.saved_tensors[0], *ctx.params), *nones)
+        return (fast(grad, *ctx.saved_tensors, *ctx.params), *nones)
+
+    def jvp(ctx: Any, tangent: torch.Tensor, *_: None) -> torch.Tensor:  # type: ignore[no-redef]
+        return tangent * slope(ctx.saved_tensors[0], *ctx.params)
+
+    return backward, jvp
+
+
+def _constant_backward_and_jvp(slope: Callable[..., Any], n: int) -> tuple[Any, Any]:
+    """grad * slope(None, *params), and tangent * slope(None, *params); a slope of 1 passes grad
+    through untouched (a straight-through estimator), and the tangent as a new tensor, as forward's
+    output is one."""
+    if n == 0:
+
+        def backward(ctx: Any, grad: torch.Tensor) -> Any:
+            if not ctx.needs_input_grad[0]:
+                return None
+            s = slope(None)
+            return grad if s == 1 else grad * s
+
+        def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
+            s = slope(None)
+            return tangent.clone() if s == 1 else tangent * s
+
+        return backward, jvp
+
+    nones = (None,) * n
+
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:  # type: ignore[no-redef]
+        if not ctx.needs_input_grad[0]:
+            return (None, *nones)
+        s = slope(None, *ctx.params)
+        return (grad if s == 1 else grad * s, *nones)
+
+    def jvp(ctx: Any, tangent: torch.Tensor, *_: None) -> torch.Tensor:  # type: ignore[no-redef]
+        s = slope(None, *ctx.params)
+        return tangent.clone() if s == 1 else tangent * s
+
+    return backward, jvp
 
 
 LOG2_E = 1.4426950408889634

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-_HALF = (torch.float16, torch.bfloat16)
+HALF = (torch.float16, torch.bfloat16)
 
 
 def opmath(t: torch.Tensor) -> torch.Tensor:
     """Return ``t`` as float32 if it is a half-precision tensor, else unchanged."""
-    return t.float() if t.dtype in _HALF else t
+    return t.float() if t.dtype in HALF else t

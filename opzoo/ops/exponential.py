@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from opzoo import Contract, Param
-from opzoo.ops._base import Op, composite, exp_, forward_mode, times_grad_
+from opzoo.ops._base import Elementwise, exp_, times_grad_
 from opzoo.ops._opmath import opmath
 
 # SELU's constants (Klambauer et al., 2017), as torch uses them.
@@ -18,29 +17,26 @@ SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _elu_slope(x: torch.Tensor, alpha: float, scale: float) -> torch.Tensor:
-    # d/dx = scale for x > 0, else scale * alpha * exp(x), from differentiable ops (in opmath)
-    return torch.where(x > 0, scale, (scale * alpha) * torch.exp(opmath(x)))
-
-
-def _elu_backward(grad: torch.Tensor, x: torch.Tensor, alpha: float, scale: float) -> torch.Tensor:
     # d/dx = scale for x > 0, else scale * alpha * exp(x). The output would give this as y + scale *
     # alpha, but that cancels catastrophically in bfloat16 (the property tests: 13% off at x = -4,
     # alpha = 9), so the input is saved, as torch's own elu does.
-    if composite():
-        return grad * _elu_slope(x, alpha, scale).to(grad.dtype)
+    return torch.where(x > 0, scale, (scale * alpha) * torch.exp(x))
+
+
+def _elu_fast_backward(grad: torch.Tensor, x: torch.Tensor, alpha: float, scale: float) -> torch.Tensor:
     # Float passes only: e = exp(min(x, 0)) is exp(x) for x <= 0 and 1 for x > 0, so
     # slope = scale * (alpha * e + (1 - alpha) * [x > 0]), the indicator being e masked to x > 0.
     xo = opmath(x)
     e = exp_(xo.clamp(max=0))
     if alpha == 1 and scale == 1:
-        return times_grad_(e, grad).to(grad.dtype)
+        return times_grad_(e, grad)
     slope = e.mul(scale * alpha)
     if alpha != 1:
         slope.add_(torch.ops.aten.threshold_backward(e, xo, 0), alpha=scale * (1 - alpha))
-    return times_grad_(slope, grad).to(grad.dtype)
+    return times_grad_(slope, grad)
 
 
-class ELU(Op):
+class ELU(Elementwise):
     """ELU: x for x > 0, alpha * (exp(x) - 1) otherwise."""
 
     opzoo_contract = Contract(
@@ -51,33 +47,22 @@ class ELU(Op):
         formula="x if x > 0 else alpha * (exp(x) - 1)",
         derivative="1 if x > 0 else alpha * exp(x)",
     )
+    in_opmath = True
 
     @staticmethod
     def forward(x: torch.Tensor, alpha: float) -> torch.Tensor:
         return F.elu(x, alpha)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        ctx.alpha = inputs[1]
-        ctx.save_for_backward(inputs[0])
-        if forward_mode():
-            ctx.save_for_forward(inputs[0])
+    def slope(x: torch.Tensor, alpha: float) -> torch.Tensor:
+        return _elu_slope(x, alpha, 1.0)  # d/dx elu(x) = 1 if x > 0 else alpha * exp(x)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None]:
-        if not ctx.needs_input_grad[0]:
-            return None, None
-        (x,) = ctx.saved_tensors
-        return _elu_backward(grad, x, ctx.alpha, 1.0), None
-
-    @staticmethod
-    def jvp(ctx: Any, tangent: torch.Tensor, _: None) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        # d/dx elu(x) = 1 if x > 0 else alpha * exp(x)
-        return tangent * _elu_slope(x, ctx.alpha, 1.0).to(tangent.dtype)
+    def fast_backward(grad: torch.Tensor, x: torch.Tensor, alpha: float) -> torch.Tensor:
+        return _elu_fast_backward(grad, x, alpha, 1.0)
 
 
-class SELU(Op):
+class SELU(Elementwise):
     """SELU: scale * ELU(x, alpha) with the self-normalising constants."""
 
     opzoo_contract = Contract(
@@ -87,50 +72,39 @@ class SELU(Op):
         formula="scale * (x if x > 0 else alpha * (exp(x) - 1))",
         derivative="scale if x > 0 else scale * alpha * exp(x)",
     )
+    in_opmath = True
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:
         return F.selu(x)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        ctx.save_for_backward(inputs[0])
-        if forward_mode():
-            ctx.save_for_forward(inputs[0])
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
-        if not ctx.needs_input_grad[0]:
-            return None
-        (x,) = ctx.saved_tensors
-        return _elu_backward(grad, x, SELU_ALPHA, SELU_SCALE)
-
-    @staticmethod
-    def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
+    def slope(x: torch.Tensor) -> torch.Tensor:
         # d/dx selu(x) = scale if x > 0 else scale * alpha * exp(x)
-        return tangent * _elu_slope(x, SELU_ALPHA, SELU_SCALE).to(tangent.dtype)
+        return _elu_slope(x, SELU_ALPHA, SELU_SCALE)
+
+    @staticmethod
+    def fast_backward(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return _elu_fast_backward(grad, x, SELU_ALPHA, SELU_SCALE)
 
 
-def _softplus_slope(bx: torch.Tensor, threshold: float) -> torch.Tensor:
-    # d/dx softplus(x) = sigmoid(beta x), and 1 where the op is linear; from differentiable ops
-    return torch.where(bx > threshold, 1.0, torch.sigmoid(bx))
-
-
-def _softplus_kink(beta: float, threshold: float) -> dict[float, float]:
-    # At x = threshold / beta, as rounded, beta * x may round past the threshold (then the slope
-    # is 1), or not (sigmoid(threshold)): the op's own comparison, in float64, decides.
+def _last_smooth_x(beta: float, threshold: float) -> float:
+    """The largest float x with beta * x <= threshold: where the slope is still sigmoid(beta x), the
+    kink's declared value (threshold / beta rounds above it for 4% of the params: beta x > threshold
+    there, and the slope is already 1)."""
     x = threshold / beta
-    return {x: 1.0 if x * beta > threshold else 1 / (1 + math.exp(-threshold))}
+    while x * beta > threshold:
+        x = math.nextafter(x, -math.inf)
+    return x
 
 
-class Softplus(Op):
+class Softplus(Elementwise):
     """Softplus: log(1 + exp(beta * x)) / beta, linear where beta * x > threshold."""
 
     opzoo_contract = Contract(
         reference=lambda x, beta, threshold: F.softplus(x, beta, threshold),
         # past the threshold the op switches to x: a (tiny) jump in value and slope
-        kinks=lambda beta, threshold: _softplus_kink(beta, threshold),
+        kinks=lambda beta, threshold: {_last_smooth_x(beta, threshold): 1 / (1 + math.exp(-threshold))},
         params={
             "beta": Param(1.0, 0.1, 10.0, "sharpness"),
             "threshold": Param(20.0, 1.0, 50.0, "beta * x above which it is linear"),
@@ -139,35 +113,22 @@ class Softplus(Op):
         formula="log(1 + exp(beta x)) / beta",
         derivative="sigmoid(beta x) (1 past the threshold)",
     )
+    in_opmath = True
 
     @staticmethod
     def forward(x: torch.Tensor, beta: float, threshold: float) -> torch.Tensor:
         return F.softplus(x, beta, threshold)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        ctx.beta, ctx.threshold = inputs[1:]
-        ctx.save_for_backward(inputs[0])
-        if forward_mode():
-            ctx.save_for_forward(inputs[0])
+    def slope(x: torch.Tensor, beta: float, threshold: float) -> torch.Tensor:
+        # d/dx softplus(x) = sigmoid(beta x), and 1 where the op is linear
+        bx = x * beta if beta != 1 else x
+        return torch.where(bx > threshold, 1.0, torch.sigmoid(bx))
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
-        if not ctx.needs_input_grad[0]:
-            return None, None, None
-        (x,) = ctx.saved_tensors
-        bx = opmath(x) * ctx.beta if ctx.beta != 1 else opmath(x)
-        # d/dx softplus(x) = sigmoid(beta x), and 1 where the op is linear
-        if composite():
-            return grad * _softplus_slope(bx, ctx.threshold).to(grad.dtype), None, None
+    def fast_backward(grad: torch.Tensor, x: torch.Tensor, beta: float, threshold: float) -> torch.Tensor:
+        bx = opmath(x) * beta if beta != 1 else opmath(x)
         s = torch.sigmoid(bx)
         # past the threshold add 1 - s (exact for s >= 1/2), so the slope is exactly 1 there
-        s.add_(torch.ops.aten.threshold_backward(1 - s, bx, ctx.threshold))
-        return times_grad_(s, grad).to(grad.dtype), None, None
-
-    @staticmethod
-    def jvp(ctx: Any, tangent: torch.Tensor, _beta: None, _threshold: None) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        bx = opmath(x) * ctx.beta if ctx.beta != 1 else opmath(x)
-        # d/dx softplus(x) = sigmoid(beta x), and 1 where the op is linear
-        return tangent * _softplus_slope(bx, ctx.threshold).to(tangent.dtype)
+        s.add_(torch.ops.aten.threshold_backward(1 - s, bx, threshold))
+        return times_grad_(s, grad)

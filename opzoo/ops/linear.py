@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from opzoo import Contract
-from opzoo.ops._base import Op, forward_mode
+from opzoo.ops._base import Op, save
 
 
 def _sum_to(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -38,9 +38,7 @@ class Linear(Op):
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        ctx.save_for_backward(*inputs)
-        if forward_mode():
-            ctx.save_for_forward(*inputs)
+        save(ctx, *inputs)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -85,9 +83,7 @@ class SSE(Op):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         y_pred, y = inputs
-        ctx.save_for_backward(y_pred, y)
-        if forward_mode():
-            ctx.save_for_forward(y_pred, y)
+        save(ctx, y_pred, y)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:

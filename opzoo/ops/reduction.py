@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from opzoo import Contract, Param
-from opzoo.ops._base import Op, composite, forward_mode
+from opzoo.ops._base import Op, composite, forward_mode, save
 
 
 class Softmax(Op):
@@ -35,9 +35,7 @@ class Softmax(Op):
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        ctx.save_for_backward(output)  # the output alone determines the Jacobian
-        if forward_mode():
-            ctx.save_for_forward(output)
+        save(ctx, output)  # the output alone determines the Jacobian
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
@@ -73,9 +71,7 @@ class LogSumExp(Op):
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        ctx.save_for_backward(inputs[0], output)
-        if forward_mode():
-            ctx.save_for_forward(inputs[0], output)
+        save(ctx, inputs[0], output)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:

@@ -10,12 +10,11 @@ gradient its backward computes, and the property tests check the backward agains
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
 from opzoo import Contract, Param
-from opzoo.ops._base import Op, forward_mode
+from opzoo.ops._base import Elementwise
 
 ALL_DTYPES = ("float64", "float32", "bfloat16", "float16")
 
@@ -24,7 +23,7 @@ def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-class STERound(Op):
+class STERound(Elementwise):
     """Straight-through round: round(x) forward, the identity's gradient backward."""
 
     opzoo_contract = Contract(
@@ -35,24 +34,15 @@ class STERound(Op):
         formula="round(x) (half to even)",
         derivative="1 (straight-through; surrogate: x)",
     )
+    slope_of = None  # the straight-through slope needs nothing from the forward
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:
         return torch.round(x)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        pass  # the straight-through gradient needs nothing from the forward
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
-        # d/dx x = 1 (round's own derivative is 0 almost everywhere)
-        return grad if ctx.needs_input_grad[0] else None
-
-    @staticmethod
-    def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
-        # the surrogate's: d/dx x = 1, as backward (round's own, 0, would disagree with it)
-        return tangent.clone()  # a new tensor, as forward's output is one
+    def slope(_: None) -> float:
+        return 1.0  # the surrogate's: d/dx x = 1 (round's own derivative is 0 almost everywhere)
 
 
 def _clipped(x: torch.Tensor) -> torch.Tensor:
@@ -64,7 +54,7 @@ def _binary_sign(x: torch.Tensor) -> torch.Tensor:
     return torch.sign(x) + (x == 0)  # sign, with 0 mapped to +1
 
 
-class STESign(Op):
+class STESign(Elementwise):
     """Binarisation with the hardtanh-clipped straight-through estimator (BinaryNet)."""
 
     # Hubara, Courbariaux et al. 2016, "Binarized Neural Networks": sign(x) = +1 if x >= 0 else -1,
@@ -83,24 +73,12 @@ class STESign(Op):
         return torch.where(x < 0, -1.0, 1.0).to(x.dtype)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        ctx.save_for_backward(inputs[0].abs() <= 1)  # one byte per element
-        if forward_mode():
-            ctx.save_for_forward(inputs[0])
+    def saves(x: torch.Tensor) -> torch.Tensor:
+        return x.abs() <= 1  # all the slope needs, in one byte per element
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor | None:
-        if not ctx.needs_input_grad[0]:
-            return None
-        (inside,) = ctx.saved_tensors
-        # d/dx clamp(x, -1, 1) = 1 if |x| <= 1 else 0
-        return grad * inside
-
-    @staticmethod
-    def jvp(ctx: Any, tangent: torch.Tensor) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        # the surrogate's, as backward: d/dx clamp(x, -1, 1) = 1 if |x| <= 1 else 0
-        return tangent * (x.abs() <= 1)
+    def slope(inside: torch.Tensor) -> torch.Tensor:
+        return inside  # the surrogate's: d/dx clamp(x, -1, 1) = 1 if |x| <= 1 else 0
 
 
 ARCTAN, FAST_SIGMOID = 0, 1
@@ -122,7 +100,7 @@ def _heaviside_surrogate(x: torch.Tensor, surrogate: int, slope: float) -> torch
     return _arctan(x, slope) if surrogate == ARCTAN else _fast_sigmoid(x, slope)
 
 
-class Heaviside(Op):
+class Heaviside(Elementwise):
     """Heaviside step (a spiking neuron) with a smooth surrogate gradient: arctan or fast sigmoid."""
 
     opzoo_contract = Contract(
@@ -145,36 +123,18 @@ class Heaviside(Op):
         return (x >= 0).to(x.dtype)  # spikingjelly's convention: a spike at exactly 0
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        ctx.surrogate, ctx.slope = inputs[1:]
-        ctx.save_for_backward(inputs[0])
-        if forward_mode():
-            ctx.save_for_forward(inputs[0])
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
-        if not ctx.needs_input_grad[0]:
-            return None, None, None
-        (x,) = ctx.saved_tensors
-        slope = ctx.slope
-        if ctx.surrogate == ARCTAN:
-            # d/dx atan(pi/2 slope x)/pi = (slope/2) / (1 + (pi/2 slope x)^2); the square overflows
-            # to inf at large |x|, and 1/inf = 0 is the right limit
-            return grad * (slope / 2) / (1 + (math.pi / 2 * slope * x) ** 2), None, None
-        # d/dx x/(1 + slope|x|) = 1 / (1 + slope|x|)^2
-        return grad / (1 + slope * x.abs()) ** 2, None, None
-
-    @staticmethod
-    def jvp(ctx: Any, tangent: torch.Tensor, _surrogate: None, _slope: None) -> torch.Tensor:
-        (x,) = ctx.saved_tensors
-        slope = ctx.slope
-        # the surrogate's derivative, as backward (the step's own is 0 almost everywhere)
-        if ctx.surrogate == ARCTAN:
-            return tangent * (slope / 2) / (1 + (math.pi / 2 * slope * x) ** 2)
-        return tangent / (1 + slope * x.abs()) ** 2
+    def slope(x: torch.Tensor, surrogate: int, sharpness: float) -> torch.Tensor:
+        # the surrogate's derivative (the step's own is 0 almost everywhere); k is the param "slope"
+        if surrogate == ARCTAN:
+            # d/dx atan(pi/2 k x)/pi = (k/2) / (1 + (pi/2 k x)^2) = 1 / (2/k + w^2), w = pi/2 sqrt(2k) x
+            # (the second form: one pass fewer). The square overflows to inf at large |x|, and 1/inf =
+            # 0 is the right limit.
+            w = (math.pi / 2 * math.sqrt(2 * sharpness)) * x
+            return (2 / sharpness + w * w).reciprocal()
+        return (1 + sharpness * x.abs()) ** -2  # d/dx x/(1 + k|x|) = 1 / (1 + k|x|)^2
 
 
-class GradReverse(Op):
+class GradReverse(Elementwise):
     """Gradient reversal: the identity forward, -lambd times the gradient backward."""
 
     # Ganin & Lempitsky 2015, "Unsupervised Domain Adaptation by Backpropagation": the feature
@@ -188,22 +148,14 @@ class GradReverse(Op):
         formula="x",
         derivative="-lambd (reversed; surrogate: -lambd * x)",
     )
+    slope_of = None  # a constant slope
 
     @staticmethod
     def forward(x: torch.Tensor, lambd: float) -> torch.Tensor:
         return x.clone()  # a new tensor: returning x itself would make autograd treat it as a view
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        ctx.lambd = inputs[1]
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None]:
-        # d/dx (-lambd x) = -lambd
-        return (grad * -ctx.lambd if ctx.needs_input_grad[0] else None), None
-
-    @staticmethod
-    def jvp(ctx: Any, tangent: torch.Tensor, _lambd: None) -> torch.Tensor:
-        # the surrogate's, as backward: d/dx (-lambd x) = -lambd (the identity's own, 1, would
-        # disagree with it: forward mode reverses too, so jacfwd equals jacrev)
-        return tangent * -ctx.lambd
+    def slope(_: None, lambd: float) -> float:
+        # the surrogate's: d/dx (-lambd x) = -lambd (the identity's own, 1, would disagree with the
+        # backward: forward mode reverses too, so jacfwd equals jacrev)
+        return -lambd

@@ -8,6 +8,7 @@ property is written once for unary, n-ary and multi-output ops alike.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -88,7 +89,8 @@ class Bound:
     def arranged(self, *xs: torch.Tensor) -> Tensors:
         """Every one of the signature's inputs as the op itself takes them: the constants in their
         places, the core dimension where the Dim parameter puts it."""
-        return self.calling(lambda *ts: ts)(*xs)
+        # Not calling(): that moves a Dim op's outputs back, and a tuple of inputs would be too.
+        return _arranger(self.spec, self.params, self.constants)(xs)
 
     def outputs(self, *xs: torch.Tensor) -> Tensors:
         """The op's outputs as a tuple, checked against its signature: count and shapes."""
@@ -175,22 +177,39 @@ def _calling(
     axis = spec.contract.axis
     if not constants and axis is None:
         return fn
-    n = len(sig.inputs)
     dim = params[axis] if axis is not None else None
-    cored_in = [bool(core) for core in sig.inputs]
     cored_out = [bool(core) for core in sig.outputs]
+    arrange = _arranger(spec, params, constants)
 
     def call(*xs: torch.Tensor) -> Any:
-        full = _interleave(xs, constants, n)
+        out = fn(*arrange(xs))
         if dim is None:
-            return fn(*full)
-        moved = [t.movedim(-1, dim).contiguous() if c else t for t, c in zip(full, cored_in)]
-        out = fn(*moved)
+            return out
         if isinstance(out, tuple):
             return tuple(_back(o, dim, c) for o, c in zip(out, cored_out))
         return _back(out, dim, cored_out[0])
 
     return call
+
+
+def _arranger(
+    spec: OpSpec, params: dict[str, Any], constants: dict[int, torch.Tensor]
+) -> Callable[[Sequence[torch.Tensor]], Tensors]:
+    """How to put every input in the op's own layout: constants in their places, core dimensions
+    where a Dim parameter puts them. The contract is read here, not per call (see Bound.arity)."""
+    sig = spec.contract.sig
+    n = len(sig.inputs)
+    axis = spec.contract.axis
+    dim = params[axis] if axis is not None else None
+    cored_in = [bool(core) for core in sig.inputs]
+
+    def arrange(xs: Sequence[torch.Tensor]) -> Tensors:
+        full = _interleave(xs, constants, n)
+        if dim is None:
+            return full
+        return tuple(t.movedim(-1, dim).contiguous() if c else t for t, c in zip(full, cored_in))
+
+    return arrange
 
 
 def _back(out: Any, dim: int, cored: bool) -> Any:
@@ -309,6 +328,40 @@ def close(
         )
 
 
+#: Two results of the same arithmetic done differently (another summation order, another BLAS kernel,
+#: another CPU) agree within this many units in the last place of the scale of what was summed.
+ULPS = 16
+
+
+def agree(got: torch.Tensor, want: torch.Tensor, scale: torch.Tensor | float | None = None) -> torch.Tensor:
+    """Per element, whether ``got`` and ``want`` agree to within :data:`ULPS` units in the last place
+    (of their dtype) of the larger of them and of ``scale``: the magnitude of the terms summed into
+    each element, per element or one number (default: the largest finite magnitude in ``want``, as
+    a sum that cancels carries the rounding of its terms, not of its result). ``nan`` matches ``nan``
+    and equal infinities match; a ``nan`` or an infinity widens no other element's tolerance."""
+    if got.shape != want.shape:
+        return torch.zeros(torch.broadcast_shapes(got.shape, want.shape), dtype=torch.bool)
+    if not want.is_floating_point():
+        return got == want
+    eps = torch.finfo(want.dtype).eps
+    if scale is None:
+        finite = want[want.isfinite()]
+        scale = finite.abs().max().item() if finite.numel() else 0.0
+    if isinstance(scale, torch.Tensor):
+        scale = scale.to(want.dtype).abs().nan_to_num(0.0, 0.0, 0.0)
+    own = torch.maximum(got.abs(), want.abs()).nan_to_num(0.0, 0.0, 0.0)
+    spacing = torch.nextafter(own, torch.full_like(own, math.inf)) - own  # one ulp of each, subnormals too
+    allowed = ULPS * (spacing + eps * scale)
+    same = (got == want) | (got.isnan() & want.isnan())
+    return same | ((got - want).abs() <= allowed)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` hold the same values (``nan`` where the other has ``nan``): for what
+    must not change at all (an input a forward must not write), not for two results computed apart."""
+    return a.shape == b.shape and a.dtype == b.dtype and bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
 def _index(flat: int, shape: torch.Size | tuple[int, ...]) -> tuple[int, ...]:
     if not len(shape):
         return ()
@@ -316,21 +369,27 @@ def _index(flat: int, shape: torch.Size | tuple[int, ...]) -> tuple[int, ...]:
 
 
 def worst_gradient_mismatch(
-    op: Bound, xs: Sequence[torch.Tensor], eps: float = 1e-6
+    op: Bound,
+    xs: Sequence[torch.Tensor],
+    eps: float = 1e-6,
+    *,
+    output: int | None = None,
+    input: int | None = None,
 ) -> dict[str, Any] | None:
     """Compare the analytic gradient of ``sum(out_j * g_j)`` with central differences, element by
-    element, for every input and output; return where they differ most."""
+    element, for output ``output`` and input ``input`` (every one where None: so that the worst
+    agrees with a headline that names them); return where they differ most."""
     if sum(x.numel() for x in xs) > LARGE or all(x.numel() == 0 for x in xs):
         return None
     xs = tuple(x.detach().clone() for x in xs)
     outs = op.outputs(*xs)
     gs = grad_outputs(outs)
     worst: dict[str, Any] | None = None
-    for j in range(len(outs)):
+    for j in range(len(outs)) if output is None else [output]:
         only_j = [g if k == j else torch.zeros_like(g) for k, g in enumerate(gs)]
         _, analytic = vjp(op, xs, only_j)
         for i, x in enumerate(xs):
-            if x.numel() == 0:
+            if x.numel() == 0 or input not in (None, i):
                 continue
             numeric = torch.empty_like(x).reshape(-1)
             flat = x.reshape(-1)
@@ -343,7 +402,7 @@ def worst_gradient_mismatch(
                     down = (op.outputs(*xs)[j] * gs[j]).sum().item()
                     flat[e] = orig
                     numeric[e] = (up - down) / (2 * eps)
-            diff = (numeric - analytic[i].reshape(-1)).abs()
+            diff = (numeric - analytic[i].reshape(-1)).abs().nan_to_num(nan=math.inf)
             e = int(diff.argmax())
             if worst is None or diff[e].item() > worst["_diff"]:
                 worst = {

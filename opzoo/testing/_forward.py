@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch.autograd import forward_ad
 
+from opzoo import _recording
+from opzoo.exceptions import one_line
+from opzoo.testing import _kinks
 from opzoo.testing._bound import PropertyFailed, Tensors, where
 
 if TYPE_CHECKING:
@@ -40,12 +43,16 @@ def forward_mode(op: Bound, *xs: torch.Tensor) -> None:
         _jacfwd_is_jacrev(op, xs)
         return
     target = op.spec.target
+    if _recording.classic(target):
+        _classic(op, xs)
+        return
     if defines_jvp(target):
         _jvp_is_backwards(op, xs, "")
         kinks = list(op.spec.contract.kinks_at(op.params))
         if kinks and len(xs) == 1:  # kinks are declared for elementwise ops only
             points = torch.tensor(kinks, dtype=xs[0].dtype, device=xs[0].device)
-            _jvp_is_backwards(op, (points,), " at the declared kinks")
+            # at a declared kink the jvp owes the backward's declared value: nothing excused there
+            _jvp_is_backwards(op, (points,), " at the declared kinks", excuse=False)
     else:
         _jvp_raises(op, xs)
     if defines_vmap(target):
@@ -67,12 +74,39 @@ def defines_vmap(target: Any) -> bool:
     return own or bool(getattr(target, "generate_vmap_rule", False))
 
 
+def _classic(op: Bound, xs: Tensors) -> None:
+    """A classic ``forward(ctx, ...)`` Function: torch.func refuses it whatever it defines (functorch
+    needs ``setup_context``), so what can be asked is: forward_ad dual tensors (``J v`` where a jvp
+    is defined, an error where none is) and backward on batched grad_outputs (``is_grads_batched``,
+    which ``torch.autograd.functional.jacobian(vectorize=True)`` uses). A note says what was not."""
+    target = op.spec.target
+    if defines_jvp(target):
+        _jvp_is_backwards(op, xs, "", func=False)
+        kinks = list(op.spec.contract.kinks_at(op.params))
+        if kinks and len(xs) == 1:  # kinks are declared for elementwise ops only
+            points = torch.tensor(kinks, dtype=xs[0].dtype, device=xs[0].device)
+            _jvp_is_backwards(op, (points,), " at the declared kinks", func=False, excuse=False)
+    else:
+        _jvp_raises(op, xs, func=False)
+    refused = _batched_backward(op, xs, refusal_ok=True)
+    unused = ", its vmap rule never used" if defines_vmap(target) else ""
+    op.notes.append(
+        "classic forward(ctx, ...): torch.func.jvp and vmap refuse it (functorch needs setup_context)"
+        f"{unused}: forward_ad dual tensors and backward on batched grad_outputs asked instead"
+    )
+    if refused is not None:
+        op.notes.append(f"backward refused batched grad_outputs (is_grads_batched): {refused}")
+
+
 # -- forward mode ---------------------------------------------------------------------------------
 
 
-def _jvp_is_backwards(op: Bound, xs: Tensors, note: str) -> None:
+def _jvp_is_backwards(
+    op: Bound, xs: Tensors, note: str, *, func: bool = True, excuse: bool = True
+) -> None:
     """Each input's tangent alone (the others zero for torch.func.jvp, absent for dual tensors, so
-    that a jvp meets both), then all tangents at once (a jvp must add their terms)."""
+    that a jvp meets both), then all tangents at once (a jvp must add their terms). Without
+    ``func`` (a classic Function, which torch.func refuses), dual tensors only, all at once too."""
     xs = tuple(x.detach() for x in xs)
     n = len(xs)
     vs = tuple(_ramp(x, i) for i, x in enumerate(xs))
@@ -80,31 +114,65 @@ def _jvp_is_backwards(op: Bound, xs: Tensors, note: str) -> None:
     m = len(ys)
     want, scale, rows = _jacobian_times(op, xs, vs)
     one = xs[0] if n == 1 else None
+    smooth = _smooth(op, xs) if excuse else (lambda j: None)
     for i in (*range(n), None) if n > 1 else (0,):
         tangents = tuple(v if i in (None, k) else torch.zeros_like(v) for k, v in enumerate(vs))
-        primals, got = _func_jvp(op, xs, tangents)
         wrt = " with respect to every input at once" if i is None else where(i, n, "with respect to input")
-        for j in range(m):
-            at = f"{note}{where(j, m, 'for output')}{wrt}"
-            _close(primals[j], ys[j], f"torch.func.jvp's output differs from op(x){at}", one)
-            w = sum(want[j]) if i is None else want[j][i]
-            sc = sum(scale[j]) if i is None else scale[j][i]
-            what = f"torch.func.jvp differs from the backward's J v{at}"
-            _compare(got[j], w, sc, what, one, vs[0] if n == 1 else None, rows[j])
-        if i is None:
-            continue
+        if func:
+            primals, got = _func_jvp(op, xs, tangents)
+            for j in range(m):
+                at = f"{note}{where(j, m, 'for output')}{wrt}"
+                _close(primals[j], ys[j], f"torch.func.jvp's output differs from op(x){at}", one)
+                w = sum(want[j]) if i is None else want[j][i]
+                sc = sum(scale[j]) if i is None else scale[j][i]
+                what = f"torch.func.jvp differs from the backward's J v{at}"
+                _compare(got[j], w, sc, what, one, vs[0] if n == 1 else None, rows[j], lambda j=j: smooth(j))
+            if i is None:
+                continue
         with forward_ad.dual_level():
-            duals = tuple(forward_ad.make_dual(x, v) if k == i else x for k, (x, v) in enumerate(zip(xs, vs)))
+            duals = tuple(
+                forward_ad.make_dual(x, v) if i in (None, k) else x for k, (x, v) in enumerate(zip(xs, vs))
+            )
             outs = _as_tuple(op(*duals))
             tangents_out = [forward_ad.unpack_dual(o).tangent for o in outs]
         for j, t in enumerate(tangents_out):
             at = f"{note}{where(j, m, 'for output')}{wrt}"
+            w = sum(want[j]) if i is None else want[j][i]
+            sc = sum(scale[j]) if i is None else scale[j][i]
             if t is None:  # a jvp may return None for an output that this tangent does not move
-                if (want[j][i] != 0)[rows[j]].any():
+                if (w != 0)[rows[j]].any():
                     _fail(f"a dual tensor's output came back without a tangent{at} (forward_ad.make_dual)")
                 continue
             what = f"forward_ad dual tensors differ from the backward's J v{at}"
-            _compare(t, want[j][i], scale[j][i], what, one, vs[0] if n == 1 else None, rows[j])
+            _compare(
+                t,
+                w,
+                sc,
+                what,
+                one,
+                vs[0] if n == 1 else None,
+                rows[j],
+                lambda j=j: smooth(j),
+            )
+
+
+def _smooth(op: Bound, xs: Tensors, extras: Tensors = ()) -> Callable[[int], torch.Tensor | None]:
+    """Output j -> where the op is smooth at ``xs`` (None: everywhere), found on first asking: where
+    it is not differentiable, a jvp and a backward (or jacfwd and jacrev) may each pick another valid
+    generalised gradient (a tie split evenly by one, given to one input by the other), and are not
+    held to each other there (gradient judges the backward)."""
+    found: list[Tensors | None] = []
+
+    def smooth(j: int) -> torch.Tensor | None:
+        if not found:
+            fn = _kinks.outputs_of(op)
+            inputs = (*xs, *extras)
+            diagonal = not extras and _kinks.diagonal(op, xs)
+            found.append(_kinks.smooth_rows(fn, inputs, op.notes, diagonal=diagonal))
+        rows = found[0]
+        return None if rows is None else rows[j]
+
+    return smooth
 
 
 def _func_jvp(op: Bound, xs: Tensors, vs: Tensors) -> tuple[Tensors, Tensors]:
@@ -153,13 +221,13 @@ def _rows(n: int) -> list[int]:
     return sorted({round(i * (n - 1) / (MAX_ROWS - 1)) for i in range(MAX_ROWS)})
 
 
-def _jvp_raises(op: Bound, xs: Tensors) -> None:
+def _jvp_raises(op: Bound, xs: Tensors, *, func: bool = True) -> None:
     xs = tuple(x.detach() for x in xs)
     vs = tuple(_ramp(x, i) for i, x in enumerate(xs))
-    asks: dict[str, Callable[[], Any]] = {
-        "torch.func.jvp": lambda: torch.func.jvp(op, xs, vs),
-        "forward_ad dual tensors": lambda: _dual(op, xs, vs),
-    }
+    asks: dict[str, Callable[[], Any]] = {}
+    if func:
+        asks["torch.func.jvp"] = lambda: torch.func.jvp(op, xs, vs)
+    asks["forward_ad dual tensors"] = lambda: _dual(op, xs, vs)
     for what, ask in asks.items():
         try:
             ask()
@@ -188,9 +256,11 @@ def _jacfwd_is_jacrev(op: Bound, xs: Tensors) -> None:
     per_output = fwd if multi else (fwd,)
     rev_outputs = rev if multi else (rev,)
     m = len(per_output)
+    smooth = _smooth(op, tuple(x.detach() for x in xs), op.extras)
     for j, (fs, rs) in enumerate(zip(per_output, rev_outputs)):
         for name, f, r in zip(names, fs, rs):
-            _close(f, r, f"jacfwd differs from jacrev{where(j, m, 'for output')} with respect to {name}", one)
+            what = f"jacfwd differs from jacrev{where(j, m, 'for output')} with respect to {name}"
+            _close(f, r, what, one, lambda j=j: smooth(j))
 
 
 # -- vmap -----------------------------------------------------------------------------------------
@@ -220,19 +290,9 @@ def _vmap_is_a_loop(op: Bound, xs: Tensors) -> None:
     for j in range(m):
         what = f"vmap(op) differs from a loop over the batch{where(j, m, 'for output')}"
         _close(batched[j], torch.stack([outs[j] for outs in loop]), what, one)
-
+    _batched_backward(op, xs)
     leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
     ys = op.outputs(*leaves)
-    gs = tuple(_grads(y.detach(), k) for k, y in enumerate(ys))
-    got = torch.autograd.grad(ys, leaves, gs, retain_graph=True, allow_unused=True, is_grads_batched=True)
-    singles = [_grad(ys, leaves, tuple(g[b] for g in gs)) for b in range(BATCH)]
-    for i in range(n):
-        want = torch.stack([s[i] for s in singles])
-        g = torch.zeros_like(want) if got[i] is None else got[i]
-        what = "backward with batched grad_outputs (is_grads_batched) differs from a loop"
-        what += where(i, n, "for input")
-        _close(g, want, what, one)
-
     weights = tuple(_ramp(y.detach(), k) for k, y in enumerate(ys))
 
     def total(*ts: torch.Tensor) -> torch.Tensor:
@@ -247,6 +307,35 @@ def _vmap_is_a_loop(op: Bound, xs: Tensors) -> None:
     for i in range(n):
         what = f"vmap(grad(op)) differs from a loop of gradients{where(i, n, 'for input')}"
         _close(per_sample[i], torch.stack([lg[i] for lg in loop_grads]), what, one)
+
+
+def _batched_backward(op: Bound, xs: Tensors, *, refusal_ok: bool = False) -> str | None:
+    """Backward with a batch of grad_outputs per output (``is_grads_batched``) equals a loop, for
+    every input. With ``refusal_ok``, a backward that cannot run batched at all is no failure: the
+    reason is returned (None: it ran, and agreed). A wrong answer fails either way."""
+    n = len(xs)
+    one = xs[0] if n == 1 else None
+    leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
+    ys = op.outputs(*leaves)
+    gs = tuple(_grads(y.detach(), k) for k, y in enumerate(ys))
+    try:
+        got = torch.autograd.grad(ys, leaves, gs, retain_graph=True, allow_unused=True, is_grads_batched=True)
+    except Exception as exc:
+        if not refusal_ok:
+            raise
+        return one_line(exc)
+    singles = [_grad(ys, leaves, tuple(g[b] for g in gs)) for b in range(BATCH)]
+    # Backward computes in its grad_outputs' dtype: an output in float32 (for float64 inputs) is
+    # batched and looped with float32 roundings, which float64's tolerance would count against it.
+    coarsest = max(torch.finfo(y.dtype).eps for y in ys if y.is_floating_point()) if ys else 0.0
+    factor = max(1.0, 8 * coarsest / RTOL)
+    for i in range(n):
+        want = torch.stack([s[i] for s in singles])
+        g = torch.zeros_like(want) if got[i] is None else got[i]
+        what = "backward with batched grad_outputs (is_grads_batched) differs from a loop"
+        what += where(i, n, "for input")
+        _close(g, want, what, one, factor=factor)
+    return None
 
 
 def _grad(ys: Tensors, xs: Tensors, gs: Tensors) -> Tensors:
@@ -284,9 +373,19 @@ def _as_tuple(out: Any) -> Tensors:
     return out if isinstance(out, tuple) else (out,)
 
 
-def _close(got: torch.Tensor, want: torch.Tensor, what: str, x: torch.Tensor | None) -> None:
+def _close(
+    got: torch.Tensor,
+    want: torch.Tensor,
+    what: str,
+    x: torch.Tensor | None,
+    smooth: Callable[[], torch.Tensor | None] | None = None,
+    *,
+    factor: float = 1.0,
+) -> None:
+    """:func:`_compare` at the scale of ``want``'s largest element; ``factor`` widens the
+    tolerance for a computation in a coarser dtype than float64."""
     scale = max(1.0, want.abs().nan_to_num(posinf=0.0, neginf=0.0).max().item()) if want.numel() else 1.0
-    _compare(got, want, torch.full_like(want, scale), what, x)
+    _compare(got, want, torch.full_like(want, scale * factor), what, x, smooth=smooth)
 
 
 def _compare(
@@ -297,8 +396,11 @@ def _compare(
     x: torch.Tensor | None,
     v: torch.Tensor | None = None,
     checked: torch.Tensor | None = None,
+    smooth: Callable[[], torch.Tensor | None] | None = None,
 ) -> None:
-    """Fail unless |got - want| <= RTOL * scale + ATOL wherever ``checked`` (NaN matches NaN)."""
+    """Fail unless |got - want| <= RTOL * scale + ATOL wherever ``checked`` (NaN matches NaN), and,
+    where ``smooth`` says where the op is differentiable (output elements; asked only on a
+    mismatch), there alone."""
     if got.shape != want.shape:
         _fail(f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}")
     # equal infinities (an empty logsumexp is -inf) match, as NaN matches NaN
@@ -306,6 +408,11 @@ def _compare(
     if checked is not None:
         ok |= ~checked
     bad = ~ok
+    if bad.any() and smooth is not None:
+        rows = smooth()
+        if rows is not None:
+            rows = rows.to(bad.device)
+            bad &= rows.reshape(*rows.shape, *(1,) * (bad.dim() - rows.dim()))
     if not bad.any():
         return
     i = int(bad.reshape(-1).nonzero()[0])

@@ -1,12 +1,15 @@
 """The ``gradient`` and ``double_backward`` properties: the backward against finite differences
-(gradcheck and gradgradcheck in float64), a surrogate op's against its declared surrogate."""
+(gradcheck, and gradcheck of the first derivative, in float64), a surrogate op's against its declared
+surrogate. Where the function (or, for double backward, its first derivative) is not differentiable,
+``_kinks`` holds the backward to the valid generalised gradients instead."""
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Sequence
 
 import torch
-from torch.autograd import gradcheck, gradgradcheck
+from torch.autograd import gradcheck
 from torch.autograd.gradcheck import GradcheckError
 
 from opzoo.exceptions import one_line
@@ -20,10 +23,13 @@ from opzoo.testing._bound import (
     grad_outputs,
     noncontiguous,
     once_differentiable,
-    vjp,
     worst_gradient_mismatch,
 )
+from opzoo.testing._onesided import Probe, jacobian_rows
 from opzoo.testing._surrogate import piecewise_constant_hint, surrogate_double_backward, surrogate_gradient
+
+#: gradcheck's settings for both properties.
+EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
 
 
 def gradient(op: Bound, *xs: torch.Tensor) -> None:
@@ -35,74 +41,107 @@ def gradient(op: Bound, *xs: torch.Tensor) -> None:
         return  # nothing to differentiate (and an empty reduction's -inf confuses gradcheck)
     if sum(x.numel() for x in xs) > LARGE:
         # gradcheck would build the whole Jacobian to word a failure: a directional check instead
-        moved = _off_undeclared_kinks(op, xs, None, order=1)
-        directional(op, moved or xs)
+        directional(op, xs)
         return
+    inputs = op.inputs(*xs)
 
-    def check(inputs: Sequence[torch.Tensor]) -> None:
+    def run(fn: Callable[..., object]) -> None:
         gradcheck(
-            op,
-            op.inputs(*inputs),
+            fn,
+            inputs,
             fast_mode=op.fast,
             check_undefined_grad=True,
             check_grad_dtypes=True,
-            eps=1e-6,
-            atol=1e-5,
-            rtol=1e-3,
+            eps=EPS,
+            atol=ATOL,
+            rtol=RTOL,
         )
 
     try:
-        off_undeclared_kinks(op, xs, check, order=1)
+        _kinks.gradcheck_rows(op, inputs, run, op.notes, diagonal=_kinks.diagonal(op, xs))
     except GradcheckError as exc:
         message = one_line(exc, with_type=False, lines=3) + piecewise_constant_hint(op, *xs)
-        raise PropertyFailed(message, worst=worst_gradient_mismatch(op, xs)) from None
+        output, input_ = _pair(exc)
+        worst = worst_gradient_mismatch(op, inputs, output=output, input=input_)
+        raise PropertyFailed(message, worst=worst) from None
 
 
-def directional(op: Bound, xs: Sequence[torch.Tensor], eps: float = 1e-6) -> None:
+def _pair(exc: GradcheckError) -> tuple[int | None, int | None]:
+    """The output and input a gradcheck error names ("... for output 1 with respect to input 0")."""
+    found = re.search(r"for output (\d+) with respect to input (\d+)", str(exc))
+    return (int(found.group(1)), int(found.group(2))) if found else (None, None)
+
+
+def directional(op: Bound, xs: Sequence[torch.Tensor], eps: float = EPS) -> None:
     """vᵀJu against central differences along a random direction u: one backward and two forwards,
-    so a large input costs what it weighs (the check gradcheck's fast mode makes)."""
+    so a large input costs what it weighs (the check gradcheck's fast mode makes). Where they differ
+    at elements that are not smooth, those are judged on their own (a unary elementwise op: one-sided
+    derivatives, all elements at once) and left out, or (another op) the input is not checked."""
     gen = torch.Generator().manual_seed(len(xs))
     us = [torch.randn(x.shape, generator=gen, dtype=x.dtype).to(x.device) for x in xs]
-    outs, grads = vjp(op, xs)
-    vs = grad_outputs(outs)
-    analytic = sum(float((g * u).sum()) for g, u in zip(grads, us))
-    with torch.no_grad():
-        up = op.outputs(*(x + eps * u for x, u in zip(xs, us)))
-        down = op.outputs(*(x - eps * u for x, u in zip(xs, us)))
-    numeric = sum(float(((a - b) * v).sum()) for a, b, v in zip(up, down, vs)) / (2 * eps)
+    vs = grad_outputs(op.outputs(*xs))
+    analytic, numeric = _along(op, xs, us, vs, eps)
     size = sum(x.numel() for x in xs)
-    if not abs(analytic - numeric) <= 1e-5 * max(1.0, size**0.5) + 1e-3 * abs(numeric):
+
+    def fits(a: float, n: float) -> bool:
+        return abs(a - n) <= 1e-5 * max(1.0, size**0.5) + 1e-3 * abs(n)
+
+    if fits(analytic, numeric):
+        return
+    fn = _kinks.outputs_of(op)
+    if _kinks.diagonal(op, xs):
+        probe = Probe(fn, xs, diagonal=True)
+        rows = (~probe.smooth).nonzero().reshape(-1)
+        if len(rows):
+            _kinks.judge(probe, rows, jacobian_rows(fn, xs, rows, probe))
+            _kinks.describe(probe, op.notes)
+            keep = probe.mask(probe.smooth)
+            vs = tuple(v * k.to(v.device) for v, k in zip(vs, keep))
+            analytic, numeric = _along(op, xs, us, vs, eps)
+    else:
+        weighted = _weighted(op, vs)
+        probe = Probe(weighted, xs)
+        if not bool(probe.smooth.all()):
+            op.notes.append(
+                f"a large input where the op is not differentiable ({_kind(probe)}): its directional "
+                "derivative is not checked there (the small inputs are checked element by element)"
+            )
+            return
+    if not fits(analytic, numeric):
         raise PropertyFailed(
             f"directional derivative mismatch on a large input ({size:,} elements): numerical "
             f"{numeric:.9g}, analytical {analytic:.9g} (vᵀJu along a random u)"
         )
 
 
-def off_undeclared_kinks(
-    op: Bound, xs: Sequence[torch.Tensor], check: Callable[[Sequence[torch.Tensor]], None], *, order: int
-) -> None:
-    """Run ``check(xs)``; where it fails with a Jacobian mismatch because an elementwise op's input
-    sits on an undeclared kink (see ``_kinks``: the op's value there is held to the one-sided
-    derivatives), run it again with those elements moved off, so that everything else is checked."""
-    try:
-        check(xs)
-    except GradcheckError as exc:
-        moved = _off_undeclared_kinks(op, xs, exc, order=order)
-        if moved is None:
-            raise
-        check(moved)
+def _along(
+    op: Bound, xs: Sequence[torch.Tensor], us: Sequence[torch.Tensor], vs: Tensors, eps: float
+) -> tuple[float, float]:
+    """vᵀJu from the backward, and from central differences along u."""
+    from opzoo.testing._bound import vjp
+
+    _, grads = vjp(op, xs, vs)
+    analytic = sum(float((g * u).sum()) for g, u in zip(grads, us))
+    with torch.no_grad():
+        up = op.outputs(*(x + eps * u for x, u in zip(xs, us)))
+        down = op.outputs(*(x - eps * u for x, u in zip(xs, us)))
+    numeric = sum(float(((a - b) * v).sum()) for a, b, v in zip(up, down, vs)) / (2 * eps)
+    return analytic, numeric
 
 
-def _off_undeclared_kinks(
-    op: Bound, xs: Sequence[torch.Tensor], exc: GradcheckError | None, *, order: int
-) -> tuple[torch.Tensor, ...] | None:
-    """An elementwise op's input moved off undeclared kinks (see ``_kinks``), or None."""
-    if not op.spec.contract.sig.elementwise or op.module is not None:
-        return None
-    if exc is not None and "Jacobian mismatch" not in str(exc):
-        return None
-    moved = _kinks.excuse(op, xs[0], order=order)
-    return None if moved is None else (moved,)
+def _weighted(op: Bound, vs: Tensors) -> Callable[..., Tensors]:
+    """x -> (sum of out_j * v_j,): the one function a large input's directional check sees."""
+
+    def fn(*xs: torch.Tensor) -> Tensors:
+        return (sum((o * v).sum() for o, v in zip(op.outputs(*xs), vs)),)  # type: ignore[return-value]
+
+    return fn
+
+
+def _kind(probe: Probe) -> str:
+    from opzoo.testing._onesided import KINDS
+
+    return KINDS[int(probe.kind[~probe.smooth][0])]
 
 
 def double_backward(op: Bound, *xs: torch.Tensor) -> None:
@@ -138,22 +177,15 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
         raise PropertySkipped(f"no second derivative ({one_line(exc, with_type=False)})") from None
     gs = grad_outputs(also_elsewhere(*(x.detach() for x in leaves)))
     for layout, grads in (("contiguous", gs), ("non-contiguous", tuple(noncontiguous(g) for g in gs))):
+        first = _kinks.first_derivative(also_elsewhere, grads)
 
-        def check(inputs: Sequence[torch.Tensor]) -> None:
-            gradgradcheck(
-                also_elsewhere,
-                op.inputs(*inputs),
-                grads,
-                fast_mode=op.fast,
-                eps=1e-6,
-                atol=1e-5,
-                rtol=1e-3,
-                gen_non_contig_grad_outputs=True,
-            )
+        def run(fn: Callable[..., object]) -> None:
+            # what gradgradcheck does: gradcheck of the first derivative, with its settings
+            gradcheck(fn, leaves, fast_mode=op.fast, eps=EPS, atol=ATOL, rtol=RTOL, check_undefined_grad=True)
 
         try:
-            off_undeclared_kinks(op, xs, check, order=2)
-        except GradcheckError as exc:
+            _kinks.gradcheck_rows(first, leaves, run, op.notes, diagonal=_kinks.diagonal(op, xs), order=2)
+        except (GradcheckError, PropertyFailed) as exc:
             message = one_line(exc, with_type=False, lines=3)
             hint = (
                 ""
@@ -163,6 +195,7 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
                     "torch.autograd.function.once_differentiable, so that asking is an error)"
                 )
             )
+            worst = getattr(exc, "details", {}).get("worst")
             raise PropertyFailed(
-                f"second derivative is wrong, with {layout} grad_output: {message}{hint}"
+                f"second derivative is wrong, with {layout} grad_output: {message}{hint}", worst=worst
             ) from None

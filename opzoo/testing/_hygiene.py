@@ -7,7 +7,18 @@ from __future__ import annotations
 import torch
 
 from opzoo.exceptions import one_line
-from opzoo.testing._bound import EXACT, Bound, PropertyFailed, close, grad_outputs, noncontiguous, vjp, where
+from opzoo.testing._bound import (
+    EXACT,
+    Bound,
+    PropertyFailed,
+    agree,
+    close,
+    grad_outputs,
+    noncontiguous,
+    same_bits,
+    vjp,
+    where,
+)
 
 
 def layout(op: Bound, *xs: torch.Tensor) -> None:
@@ -39,13 +50,13 @@ def layout(op: Bound, *xs: torch.Tensor) -> None:
 
 def hygiene(op: Bound, *xs: torch.Tensor) -> None:
     """Outputs follow the signature's shapes and the inputs' dtype and device; nothing is
-    mutated; backward repeats exactly."""
+    mutated; backward repeats (to a few units in the last place)."""
     leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
     before = [(x.detach().clone(), x._version) for x in leaves]
 
     def unchanged(when: str) -> None:
         for i, (x, (value, version)) in enumerate(zip(leaves, before)):
-            if x._version != version or not torch.equal(x.detach(), value):
+            if x._version != version or not same_bits(x.detach(), value):
                 raise PropertyFailed(f"{when} mutated its input{where(i, len(leaves), '')}")
 
     outs = op.outputs(*leaves)  # checks the count and shapes against the signature
@@ -60,7 +71,7 @@ def hygiene(op: Bound, *xs: torch.Tensor) -> None:
     g_before = [(g.clone(), g._version) for g in gs]
     first = torch.autograd.grad(outs, leaves, gs, retain_graph=True, allow_unused=True)
     for j, (g, (value, version)) in enumerate(zip(gs, g_before)):
-        if g._version != version or not torch.equal(g, value):
+        if g._version != version or not same_bits(g, value):
             raise PropertyFailed(f"backward mutated grad_output{where(j, len(gs), '')}")
     unchanged("backward")
     second = torch.autograd.grad(outs, leaves, gs, allow_unused=True)
@@ -72,8 +83,15 @@ def hygiene(op: Bound, *xs: torch.Tensor) -> None:
                 f"gradient{where(i, len(xs), 'of input')} is {g1.dtype} {tuple(g1.shape)}, "
                 f"expected {x.dtype} {tuple(x.shape)}"
             )
-        if not torch.equal(g1, g2):
-            raise PropertyFailed("running backward twice gave different gradients")
+        # the same arithmetic on the same values: equal but for a few ulps (a kernel that splits a sum
+        # by threads may, on another machine), so that a backward with noise of its own fails
+        same = agree(g2, g1)
+        if not bool(same.all()):
+            e = int((~same).reshape(-1).nonzero()[0])
+            raise PropertyFailed(
+                f"running backward twice gave different gradients{where(i, len(xs), 'of input')} (at flat "
+                f"index {e}: {g1.reshape(-1)[e].item()!r}, then {g2.reshape(-1)[e].item()!r})"
+            )
 
 
 def accepts(op: Bound, *xs: torch.Tensor) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import torch
 
 from opzoo.exceptions import one_line
+from opzoo.testing import _kinks
 from opzoo.testing._bound import (
     TOLERANCES,
     Bound,
@@ -31,6 +32,7 @@ from opzoo.testing._bound import (
     vjp,
     where,
 )
+from opzoo.testing._onesided import Probe, jacobian_rows
 from opzoo.testing.strategies import KINK_MARGIN, domain_box
 
 #: Each drawn input is also checked scaled by these (clamped to the dtype's largest value; inf: that
@@ -109,10 +111,24 @@ def _compare(op: Bound, xs: Tensors, at: str = "") -> None:
     outs, grads = vjp(op, xs)
     gs = grad_outputs(outs)
     want = surrogate_vjp(op, xs, gs)
+    tol = TOLERANCES[xs[0].dtype]
+    if any(_mismatch(g.double(), w, tol) is not None for g, w in zip(grads, want)):
+        # Where the surrogate is not differentiable (a threshold of a piecewise surrogate), its autograd
+        # gradient is one choice among the valid ones: the op's is judged against its one-sided
+        # derivatives there (in float64), and the rest compared as before.
+        smooth = _surrogate_kinks(op, xs, len(outs), gs)
+        if smooth is not None:
+            kept = tuple(g * k.to(g.device) for g, k in zip(gs, smooth))
+            grads = vjp(op, xs, kept)[1]
+            want = surrogate_vjp(op, xs, kept)
+            reach = _kinks.reached(
+                smooth, [lambda w: vjp(op, xs, w)[1], lambda w: surrogate_vjp(op, xs, w)], gs
+            )
+            grads, want = _kinks.unjudged([g.double() for g in grads], want, reach)
     name = name_of(xs[0].dtype)
     for i, (got, expected, x) in enumerate(zip(grads, want, xs)):
         what = f"gradient in {name}{where(i, len(xs), 'input')} differs from the declared surrogate{at}"
-        bad = _mismatch(got.double(), expected, TOLERANCES[xs[0].dtype])
+        bad = _mismatch(got.double(), expected, tol)
         if bad is None:
             continue
         hint = ""
@@ -120,6 +136,30 @@ def _compare(op: Bound, xs: Tensors, at: str = "") -> None:
         if x.numel() > 0 and bool(ones.ne(0).any()) and torch.equal(ones, got):
             hint = " (the same for grad_output = 1: is the backward not multiplied by grad_output?)"
         raise _failure(what, bad, got, expected, x, hint)
+
+
+def _surrogate_kinks(op: Bound, xs: Tensors, n_outputs: int, gs: Tensors) -> Tensors | None:
+    """Where the surrogate is smooth at ``xs``, one boolean tensor per output (None: everywhere);
+    at its kinks the op's gradient is held to the surrogate's one-sided derivatives (float64 only: a
+    lower precision is compared where the float64 check has judged it)."""
+    x64 = tuple(x.detach().double() for x in xs)
+    diagonal = _kinks.diagonal(op, xs)
+    probe = Probe(lambda *ts: _surrogate_outputs(op, ts, n_outputs), x64, diagonal=diagonal)
+    if bool(probe.smooth.all()):
+        return None
+    if xs[0].dtype == torch.float64:
+        rows = (~probe.smooth).nonzero().reshape(-1)
+        try:
+            _kinks.judge(
+                probe, rows, jacobian_rows(_kinks.outputs_of(op), x64, rows, probe), subject="the surrogate"
+            )
+        except PropertyFailed as exc:
+            raise PropertyFailed(
+                f"gradient differs from the declared surrogate where that is not differentiable: {exc}",
+                **exc.details,
+            ) from None
+        _kinks.describe(probe, op.notes, subject="the surrogate")
+    return probe.mask(probe.smooth)
 
 
 def _mismatch(got: torch.Tensor, want: torch.Tensor, tol: dict[str, float]) -> torch.Tensor | None:
@@ -187,6 +227,15 @@ def surrogate_double_backward(op: Bound, *xs: torch.Tensor) -> None:
             raise PropertySkipped(
                 f"the declared surrogate has no second derivative ({one_line(exc, with_type=False)})"
             ) from None
+        if any(_mismatch(g, w, TOLERANCES[torch.float64]) is not None for g, w in zip(got, want)):
+            # Where the surrogate's derivative is not differentiable (the peak of a triangular
+            # surrogate gradient, the ends of a rectangular one), its autograd second derivative is
+            # one choice, or none: the op's is judged against the one-sided derivatives there, and
+            # the rest compared as before.
+            keep = _first_derivative_kinks(op, xs, gs)
+            if keep is not None:
+                got = _second(lambda *leaves: op.outputs(*leaves), xs, gs, keep)
+                want = _second(lambda *leaves: _surrogate_outputs(op, leaves, len(gs)), xs, gs, keep)
         names = [f"input{where(i, len(xs), '')}" for i in range(len(xs))]
         names += [f"grad_output{where(j, len(gs), '')}" for j in range(len(gs))]
         for k, (g, w, name) in enumerate(zip(got, want, names)):
@@ -212,9 +261,36 @@ def surrogate_double_backward(op: Bound, *xs: torch.Tensor) -> None:
             )
 
 
-def _second(fn: Any, xs: Tensors, gs: Tensors) -> Tensors:
+def _first_derivative_kinks(op: Bound, xs: Tensors, gs: Tensors) -> Tensors | None:
+    """Where the surrogate's first derivative (with grad_outputs ``gs``) is smooth at ``xs``, one
+    boolean tensor per input (None: everywhere); where it is not, the op's second derivative is held
+    to its one-sided derivatives (PropertyFailed if it is no valid generalised gradient), noted."""
+    x64 = tuple(x.detach().double() for x in xs)
+    g64 = tuple(g.detach().double() for g in gs)
+    surrogate = _kinks.first_derivative(lambda *ts: _surrogate_outputs(op, ts, len(gs)), g64)
+    probe = Probe(surrogate, x64, diagonal=_kinks.diagonal(op, xs))
+    if bool(probe.smooth.all()):
+        return None
+    rows = (~probe.smooth).nonzero().reshape(-1)
+    own = _kinks.first_derivative(lambda *ts: op.outputs(*ts), g64)
+    try:
+        _kinks.judge(
+            probe, rows, jacobian_rows(own, x64, rows, probe), order=2, subject="the surrogate's derivative"
+        )
+    except PropertyFailed as exc:
+        raise PropertyFailed(
+            f"second derivative differs from the declared surrogate's where that is not differentiable: "
+            f"{exc}",
+            **exc.details,
+        ) from None
+    _kinks.describe(probe, op.notes, order=2, subject="the surrogate's derivative")
+    return probe.mask(probe.smooth)
+
+
+def _second(fn: Any, xs: Tensors, gs: Tensors, keep: Tensors | None = None) -> Tensors:
     """d/d(x, g) of ``sum(first_i * v_i)``, where ``first = vjp(fn, x, g)``: one tensor per input
-    and per grad_output (zeros where nothing depends on it), in float64."""
+    and per grad_output (zeros where nothing depends on it), in float64. ``keep``: v is zero where
+    it is False (elements of the first derivatives left out)."""
     leaves = tuple(x.detach().double().requires_grad_() for x in xs)
     g_leaves = tuple(g.detach().double().requires_grad_() for g in gs)
     outs = fn(*leaves)
@@ -227,7 +303,11 @@ def _second(fn: Any, xs: Tensors, gs: Tensors) -> Tensors:
     )
     if once_differentiable(firsts):
         raise RuntimeError("the backward is marked once_differentiable")
-    chosen = [(f, ramp(f.detach(), k + 1)) for k, f in enumerate(firsts) if f is not None and f.requires_grad]
+    chosen = [
+        (f, ramp(f.detach(), k + 1) * (1 if keep is None else keep[k].to(f)))
+        for k, f in enumerate(firsts)
+        if f is not None and f.requires_grad
+    ]
     if not chosen:
         return tuple(torch.zeros_like(t) for t in wrt)
     seconds = torch.autograd.grad([f for f, _ in chosen], wrt, [v for _, v in chosen], allow_unused=True)
@@ -238,25 +318,40 @@ def _second(fn: Any, xs: Tensors, gs: Tensors) -> Tensors:
 
 
 def piecewise_constant_hint(op: Bound, *xs: torch.Tensor) -> str:
-    """The hint to append to a failed ``gradient`` when the forward is locally constant while the
-    backward is not zero; else "". An elementwise op is probed at points spread over its domain (a
-    shrunk counterexample often sits on the jump itself, x = 0 for a step), another op at ``xs``."""
+    """The hint to append to a failed ``gradient`` when the forward is piecewise constant (locally
+    constant wherever it is probed) while the backward is not zero there; else "". The forward is
+    probed at points spread over its domain, not only at ``xs``: a shrunk counterexample often sits
+    on a jump (x = 0 for a step) or where an op that is not piecewise constant happens to be flat (a
+    ReLU's negative side)."""
     if op.spec.contract.surrogate is not None or all(x.numel() == 0 for x in xs):
         return ""
     try:
-        probe = tuple(x.detach() for x in xs)
+        lo, hi = domain_box(op.spec.contract.domain, KINK_MARGIN)
         if op.spec.contract.sig.elementwise:
-            lo, hi = domain_box(op.spec.contract.domain, KINK_MARGIN)
             # 40 points: none falls on an integer or a half-integer (where round, sign or a step
             # jump) for the default box [-6, 6]
             spread = torch.linspace(lo, hi, 40, dtype=xs[0].dtype, device=xs[0].device)
-            probe = tuple(spread for _ in xs)
-        if not _locally_constant(op, probe):
-            return ""
-        _, grads = vjp(op, probe)
+            probes = [tuple(spread for _ in xs)]
+        else:
+            # the counterexample, and its shapes filled with values spread over the box (each input
+            # its own, so that no two are equal)
+            probes = [tuple(x.detach() for x in xs), tuple(_spread(x, i, lo, hi) for i, x in enumerate(xs))]
+        for probe in probes:
+            if not _locally_constant(op, probe):
+                return ""
+        _, grads = vjp(op, probes[-1])
         return HINT if any(bool(g.ne(0).any()) for g in grads) else ""
     except Exception:  # a hint must never hide the failure it decorates
         return ""
+
+
+def _spread(x: torch.Tensor, i: int, lo: float, hi: float) -> torch.Tensor:
+    """``x``'s shape filled with values spread over [lo, hi], shuffled by a fixed permutation, off
+    integers and half-integers (where rounding ops jump)."""
+    n = x.numel()
+    values = torch.linspace(lo, hi, n + 2, dtype=torch.float64)[1:-1] * (1 - 0.013 * (i + 1)) + 0.0123
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(i))
+    return values[order].reshape(x.shape).to(device=x.device, dtype=x.dtype)
 
 
 def _locally_constant(op: Bound, xs: Tensors) -> bool:

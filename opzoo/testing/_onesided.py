@@ -1,0 +1,412 @@
+"""Where a function is not differentiable, found numerically, and which gradients are valid there.
+
+Central differences straddle any point where a function is not differentiable and measure no
+derivative there: a tie of ``max(x, y)``, a norm's cone at 0, ``|x - y|`` at x = y, a ReLU's 0, a
+jump (atan2 at the origin), a point where the function is not finite nearby (``x ** y`` at x = 0).
+:class:`Probe` classifies each output element of a function (a *row* of its Jacobian) from one-sided
+differences along each coordinate (each input element) and along a few random directions:
+
+``smooth``      one-sided differences agree and are linear in the direction: no kink;
+``convex``,     a kink where the function is locally convex (concave): a max (min) of smooth
+``concave``     pieces, which is what every kink where two pieces meet is (a tie of two, ``|x|``, a
+                clamp at one bound), and every norm. A generalised gradient g there satisfies
+                ``-f'(x; -d) <= <g, d> <= f'(x; d)`` (reversed if concave) for every direction d: held
+                along each coordinate (the one-sided partial derivatives) and each probed direction,
+                the all-ones one among them (at a tie of ``max(x, y)``, ``(1, 1)`` passes each
+                coordinate, not the direction ``(1, 1)``, along which max is linear with slope 1);
+``mixed``       a kink where more than two pieces meet, neither convex nor concave (the median of
+                three equal values, ``clamp(x, lo, hi)`` at x = lo = hi): a valid gradient there need
+                not lie between any one-sided derivatives (torch's clamp gives x the gradient 1 where
+                both one-sided partials in x are 0), so only its finiteness is held;
+``jump``        not continuous: no derivative, nothing to check;
+``unbounded``   not finite near x, ``undefined``: not finite at x (a variance of one element):
+                nothing to check.
+
+Convexity is judged from the function's values: ``f(x + hd) + f(x - hd) >= 2 f(x)`` along each probed
+direction and ``f(x + h(a + b)/2) <= (f(x + ha) + f(x + hb)) / 2`` for pairs of them; evidence
+against both is a mixed kink, against neither no kink at all. Each test is a direct consequence of
+convexity (concavity) at the points probed, so a convex row is never judged mixed; a mixed row that
+passes every probe for convexity would be judged convex, which takes a non-convex function that
+looks convex along every probed pair of directions (none of torch's tie-breaking ops does: the
+tests of tests/test_onesided.py probe each).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+Tensors = tuple[torch.Tensor, ...]
+Fn = Callable[..., Tensors]
+
+#: The one-sided step: gradcheck's eps, so that whatever its central differences straddle, this sees.
+H = 1e-6
+#: A second, smaller step: a jump's difference does not shrink with the step, a slope's does.
+H2 = H / 16
+#: One-sided differences that differ by more than this (relative to 1 + their size) are a kink.
+TOL = 1e-3
+#: A change at least this large (relative to 1 + |f|) that does not shrink with the step is a jump.
+JUMP = 1e-3
+#: Random directions probed besides the all-ones one. Each pair of them is one convexity test: at a
+#: kink of several pieces one pair in six or so shows that it is neither convex nor concave, so that
+#: 91 pairs miss one in millions (measured: none in 20,000 clamps at x = lo = hi, nor in 3,600 sorts
+#: and medians of equal values). A diagonal op's coordinates pair up too, which shows a clamp's
+#: three pieces by itself: fewer random ones there.
+RANDOM = 13
+RANDOM_DIAGONAL = 5
+#: Columns probed one by one at most (more: only the random directions); a diagonal op's columns are
+#: probed all at once.
+MAX_COORDINATES = 128
+#: gradcheck's tolerances, for a value held between one-sided differences.
+ATOL, RTOL = 1e-5, 1e-3
+
+SMOOTH, CONVEX, CONCAVE, MIXED, JUMPS, UNBOUNDED, UNDEFINED = range(7)
+KINDS = ("smooth", "convex", "concave", "mixed", "jump", "unbounded", "undefined")
+
+
+def flat(ts: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The tensors' elements in one float64 vector, one after the other."""
+    if not ts:
+        return torch.zeros(0, dtype=torch.float64)
+    return torch.cat([t.detach().reshape(-1).to(device="cpu", dtype=torch.float64) for t in ts])
+
+
+@dataclass
+class Place:
+    """Where a row (column) of the flat Jacobian sits: which output (input), at which index."""
+
+    tensor: int
+    index: tuple[int, ...]
+
+
+def _place(k: int, shapes: Sequence[torch.Size]) -> Place:
+    for i, shape in enumerate(shapes):
+        n = math.prod(shape)
+        if k < n:
+            index = tuple(int(v) for v in torch.unravel_index(torch.tensor(k), tuple(shape))) if shape else ()
+            return Place(i, index)
+        k -= n
+    raise IndexError(k)
+
+
+class Probe:
+    """One-sided differences of ``fn`` at ``xs``, each output element classified (see the module).
+
+    ``diagonal``: ``fn`` is elementwise over inputs and outputs of one shape (output element e
+    depends on the inputs' elements e alone), so that every element is probed at once along each
+    input; otherwise each input element is probed on its own, if there are ``most`` at most.
+    """
+
+    def __init__(
+        self, fn: Fn, xs: Sequence[torch.Tensor], *, diagonal: bool = False, most: int = MAX_COORDINATES
+    ) -> None:
+        self.fn = fn
+        self.xs = tuple(x.detach() for x in xs)
+        self.in_shapes = [x.shape for x in self.xs]
+        self.n = sum(x.numel() for x in self.xs)
+        outs = self._outputs(torch.zeros(self.n, dtype=torch.float64))
+        self.out_shapes = [o.shape for o in outs]
+        self.f0 = flat(outs)
+        self.m = self.f0.numel()
+        self.diagonal = diagonal and self.n > 0 and self.m > 0
+        if self.diagonal:
+            self.elements = self.xs[0].numel()
+            if any(x.numel() != self.elements for x in self.xs) or self.m % self.elements:
+                self.diagonal = False
+        self.dirs = self._directions(most)
+        self.coordinates = self._n_coordinates
+        self._measure()
+
+    # -- evaluation -------------------------------------------------------------------------------
+
+    def _outputs(self, step: torch.Tensor) -> Tensors:
+        moved = []
+        at = 0
+        for x in self.xs:
+            k = x.numel()
+            moved.append(x + step[at : at + k].reshape(x.shape).to(device=x.device, dtype=x.dtype))
+            at += k
+        with torch.no_grad():
+            out = self.fn(*moved)
+        return tuple(o.detach() for o in (out if isinstance(out, tuple) else (out,)))
+
+    def _at(self, step: torch.Tensor) -> torch.Tensor:
+        return flat(self._outputs(step))
+
+    def _directions(self, most: int) -> torch.Tensor:
+        """Coordinates first (each input element, or for a diagonal op each input as a whole), then
+        the all-ones direction and the random ones (a fixed generator: the same probes every run)."""
+        n = self.n
+        dirs = []
+        if self.diagonal:
+            at = 0
+            for x in self.xs:
+                d = torch.zeros(n, dtype=torch.float64)
+                d[at : at + x.numel()] = 1
+                dirs.append(d)
+                at += x.numel()
+        elif n <= most:
+            dirs.extend(torch.eye(n, dtype=torch.float64))
+        self._n_coordinates = len(dirs)
+        # a diagonal op of one input: each row is a function of one variable, which the coordinate
+        # probes see whole (two pieces at most meet at a point of a line)
+        if not (self.diagonal and len(self.xs) == 1):
+            gen = torch.Generator().manual_seed(20)
+            dirs.append(torch.ones(n, dtype=torch.float64))
+            count = RANDOM_DIAGONAL if self.diagonal else RANDOM
+            dirs.extend(torch.randn(count, n, generator=gen, dtype=torch.float64))
+        return torch.stack(dirs) if dirs else torch.zeros(0, n, dtype=torch.float64)
+
+    def _measure(self) -> None:
+        """One-sided difference quotients ψ(±d) = (f(x ± h d) - f(x)) / h along each direction, and
+        each row's kind: the second step only along directions where something changes enough to be
+        a jump, the midpoints only where a kink is found (to tell convex, concave and mixed apart)."""
+        f0, dirs = self.f0, self.dirs
+        k, c = dirs.shape[0], self.coordinates
+        base = f0[:, None]
+        stack = (lambda ts: torch.stack(ts, 1)) if k else (lambda ts: base[:, :0])
+        plus = stack([self._at(H * d) for d in dirs])
+        minus = stack([self._at(-H * d) for d in dirs])
+        finite = f0.isfinite()
+        nearby = torch.cat([plus, minus], 1).isfinite().all(1)
+        self.up, self.down = (plus - base) / H, (base - minus) / H  # right, left derivatives
+        # a jump: a change that does not shrink with the step (a slope's shrinks 16-fold at H2)
+        jumps = torch.zeros(self.m, dtype=torch.bool)
+        for sign, far in ((1.0, plus), (-1.0, minus)):
+            big = (far - base).abs()
+            large = big > JUMP * (1 + base.abs())
+            for j in large.any(0).nonzero().reshape(-1).tolist():
+                near = self._at(sign * H2 * dirs[j])
+                nearby &= near.isfinite()
+                jumps |= large[:, j] & ((near - f0).abs() > 0.5 * big[:, j])
+        convex_no = torch.zeros(self.m, dtype=torch.bool)  # evidence that a row is not convex
+        concave_no = torch.zeros(self.m, dtype=torch.bool)
+        if k:
+            gap = self.up - self.down  # (f(x + hd) + f(x - hd) - 2 f(x)) / h: >= 0 if convex
+            tol = TOL * (1 + torch.maximum(self.up.abs(), self.down.abs()))
+            convex_no |= (gap < -tol).any(1)
+            concave_no |= (gap > tol).any(1)
+        # Linear along every line yet not linear (the median of equal values: odd, so no gap shows):
+        # the central difference along each random direction against the coordinates' gradient.
+        complete = self.diagonal or c == self.n
+        nonlinear = torch.zeros(self.m, dtype=torch.bool)
+        if complete and k > c:
+            central = (self.up + self.down) / 2
+            grad = central[:, :c]
+            rows = torch.arange(self.m)
+            predicted = self.dots(rows, grad)[:, c:]
+            size = self.dots(rows, grad.abs(), absolute=True)[:, c:]
+            tol = TOL * (1 + central[:, c:].abs() + size)
+            nonlinear = ((central[:, c:] - predicted).abs() > tol).any(1)
+        kinked = convex_no | concave_no | nonlinear
+        if not complete:
+            kinked = torch.ones(self.m, dtype=torch.bool)  # only the midpoints can tell
+        if bool((kinked & finite & nearby & ~jumps).any()):
+            mid_convex_no, mid_concave_no, mid_nearby = self._midpoints(base)
+            convex_no |= mid_convex_no
+            concave_no |= mid_concave_no
+            nearby &= mid_nearby
+        # non-linear but neither test says which way: judge nothing there
+        both = nonlinear & ~convex_no & ~concave_no
+        kind = torch.full((self.m,), SMOOTH, dtype=torch.long)
+        kind[concave_no & ~convex_no] = CONVEX
+        kind[convex_no & ~concave_no] = CONCAVE
+        kind[(convex_no & concave_no) | both] = MIXED
+        kind[jumps] = JUMPS
+        kind[~nearby] = UNBOUNDED
+        kind[~finite] = UNDEFINED
+        self.kind = kind
+        # rounding in a difference quotient: a few ulps of the values differenced, over the step
+        values = torch.cat([plus, minus], 1).abs().nan_to_num(0.0, 0.0, 0.0).amax(1, keepdim=True)
+        self.noise = 8 * torch.finfo(torch.float64).eps * (base.abs().nan_to_num(0.0, 0.0, 0.0) + values) / H
+
+    def _midpoints(self, base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Convexity along pairs of directions: f(x + h(a + b)/2) against the mean of f(x + ha) and
+        f(x + hb), for pairs of the random directions (and of the coordinates, for a diagonal op),
+        either sign each. Per row: evidence against convexity, against concavity; all finite."""
+        dirs, k = self.dirs, self.dirs.shape[0]
+        first = 0 if self.diagonal else self.coordinates
+        mids, sides = [], []
+        for a, b in itertools.combinations(range(first, k), 2):
+            for sa, sb in itertools.product((1.0, -1.0), repeat=2):
+                mids.append(self._at(H * (sa * dirs[a] + sb * dirs[b]) / 2))
+                sides.append((a, sa, b, sb))
+        none = torch.zeros(self.m, dtype=torch.bool)
+        if not mids:
+            return none, none, ~none
+        mid = (torch.stack(mids, 1) - base) / H
+
+        def psi(j: int, s: float) -> torch.Tensor:
+            return self.up[:, j] if s > 0 else -self.down[:, j]
+
+        ends = torch.stack([(psi(a, sa) + psi(b, sb)) / 2 for a, sa, b, sb in sides], 1)
+        scale = torch.stack([torch.maximum(psi(a, sa).abs(), psi(b, sb).abs()) for a, sa, b, sb in sides], 1)
+        defect = mid - ends  # <= 0 if convex, >= 0 if concave
+        tol = TOL * (1 + torch.maximum(scale, mid.abs()))
+        return (defect > tol).any(1), (defect < -tol).any(1), mid.isfinite().all(1)
+
+    # -- what the rows are --------------------------------------------------------------------------
+
+    @property
+    def smooth(self) -> torch.Tensor:
+        """Per row: True where no kink, jump or non-finite value was found."""
+        return self.kind == SMOOTH
+
+    def mask(self, rows: torch.Tensor) -> Tensors:
+        """A flat row mask as one boolean tensor per output, in the outputs' shapes."""
+        out, at = [], 0
+        for shape in self.out_shapes:
+            k = math.prod(shape)
+            out.append(rows[at : at + k].reshape(shape))
+            at += k
+        return tuple(out)
+
+    def row(self, r: int) -> Place:
+        return _place(r, self.out_shapes)
+
+    def column(self, c: int) -> Place:
+        return _place(c, self.in_shapes)
+
+    def value(self, c: int) -> float:
+        return float(flat(self.xs)[c])
+
+    def columns_of(self, r: int) -> list[int]:
+        """A diagonal op's row r depends on these columns (the inputs' elements at its index)."""
+        e = r % self.elements
+        return [i * self.elements + e for i in range(len(self.xs))]
+
+    # -- a Jacobian held to them ------------------------------------------------------------------
+
+    def dots(self, rows: torch.Tensor, jac: torch.Tensor, *, absolute: bool = False) -> torch.Tensor:
+        """``<J_r, d>`` for each given row and each probed direction: (rows, directions). ``jac``:
+        the rows of the Jacobian, (rows, n), or for a diagonal op each row's own entries, one per
+        input, (rows, inputs). ``absolute``: with the directions' absolute values (a scale)."""
+        dirs = self.dirs.abs() if absolute else self.dirs
+        if not self.diagonal:
+            return jac @ dirs.T
+        if not len(rows):
+            return torch.zeros(0, self.dirs.shape[0], dtype=torch.float64)
+        cols = (rows % self.elements)[:, None] + torch.arange(len(self.xs))[None] * self.elements
+        # dirs[:, cols]: (k, rows, inputs) -> (rows, k)
+        return (jac[None] * dirs[:, cols]).sum(-1).T
+
+    def violations(self, rows: torch.Tensor, jac: torch.Tensor) -> Violation | None:
+        """The worst way in which the Jacobian rows ``jac`` of ``rows`` (see :meth:`dots`) are no
+        valid generalised gradient: outside the one-sided derivatives at a convex or concave kink,
+        not finite at a mixed one; None if they all are valid."""
+        if not len(rows):
+            return None
+        kind = self.kind[rows]
+        mixed = kind == MIXED
+        bad = mixed & ~jac.isfinite().all(1)
+        if bad.any():
+            i = int(bad.nonzero()[0])
+            return Violation(
+                int(rows[i]), self._worst_column(int(rows[i]), jac[i]), None, math.nan, math.nan, math.nan
+            )
+        judged = (kind == CONVEX) | (kind == CONCAVE)
+        if not judged.any() or not self.dirs.shape[0]:
+            return None
+        sel = rows[judged]
+        got = self.dots(sel, jac[judged])
+        up, down = self.up[sel], self.down[sel]
+        low, high = torch.minimum(up, down), torch.maximum(up, down)
+        slack = ATOL + RTOL * torch.maximum(up.abs(), down.abs()) + self.noise[sel]
+        excess = torch.maximum(low - got, got - high) / slack
+        excess = torch.where(got.isnan(), torch.full_like(excess, math.inf), excess)
+        if not (excess > 1).any():
+            return None
+        # a coordinate that fails is the clearest report, then the all-ones direction (along which
+        # a tie stays tied), else the worst direction
+        coord = excess[:, : self.coordinates]
+        ones = excess[:, self.coordinates : self.coordinates + 1]
+        pool = coord if (coord > 1).any() else excess
+        flat_i = int(pool.reshape(-1).nan_to_num(math.inf).argmax())
+        i, d = divmod(flat_i, pool.shape[1])
+        if pool is excess and ones.numel() and (ones > 1).any():
+            i, d = int(ones.reshape(-1).nan_to_num(math.inf).argmax()), self.coordinates
+        r = int(sel[i])
+        return Violation(
+            r,
+            self._coordinate_column(r, d) if pool is coord else self._worst_column(r, jac[judged][i]),
+            d if pool is not coord else None,
+            float(got[i, d]),
+            float(down[i, d]),
+            float(up[i, d]),
+        )
+
+    def _coordinate_column(self, r: int, d: int) -> int:
+        return self.columns_of(r)[d] if self.diagonal else d
+
+    def _worst_column(self, r: int, jac_row: torch.Tensor) -> int:
+        """The column of row r with the largest (or a non-finite) analytic entry: where to point."""
+        values = jac_row.abs().nan_to_num(math.inf, math.inf)
+        j = int(values.argmax()) if values.numel() else 0
+        return self.columns_of(r)[j] if self.diagonal else j
+
+    def central(self, rows: torch.Tensor) -> torch.Tensor:
+        """Central differences along each coordinate for the given rows: (rows, coordinates)."""
+        return (self.up[rows, : self.coordinates] + self.down[rows, : self.coordinates]) / 2
+
+
+@dataclass
+class Violation:
+    """A Jacobian row that is no valid generalised gradient: ``row`` and the ``column`` to point at;
+    ``direction``: None for a coordinate (then the column's), else which of the probed directions
+    (the first after the coordinates is the all-ones one);
+    the op's directional derivative there and the one-sided ones (nan: a non-finite gradient at a
+    kink of several pieces)."""
+
+    row: int
+    column: int
+    direction: int | None
+    got: float
+    left: float
+    right: float
+
+
+def jacobian_rows(fn: Fn, xs: Sequence[torch.Tensor], rows: torch.Tensor, probe: Probe) -> torch.Tensor:
+    """The rows of ``fn``'s Jacobian at ``xs`` from its backward, one backward per row (for a
+    diagonal op one per output, each row's own entries: see :meth:`Probe.dots`)."""
+    leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
+    with torch.enable_grad():
+        out = fn(*leaves)
+    outs = out if isinstance(out, tuple) else (out,)
+    live = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+    sizes = [o.numel() for o in outs]
+    starts = [sum(sizes[:j]) for j in range(len(outs))]
+
+    def grad(weights: Sequence[torch.Tensor | None]) -> torch.Tensor:
+        pairs = [(o, w) for o, w in zip(outs, weights) if w is not None and o.requires_grad]
+        if not pairs:
+            return torch.zeros(probe.n, dtype=torch.float64)
+        gs = torch.autograd.grad(
+            [o for o, _ in pairs], leaves, [w for _, w in pairs], retain_graph=True, allow_unused=True
+        )
+        return flat([torch.zeros_like(x) if g is None else g for x, g in zip(leaves, gs)])
+
+    if not live:
+        width = len(xs) if probe.diagonal else probe.n
+        return torch.zeros(len(rows), width, dtype=torch.float64)
+    if probe.diagonal:
+        e = probe.elements
+        own = torch.zeros(probe.m, len(xs), dtype=torch.float64)
+        for j, o in enumerate(outs):
+            if not o.requires_grad:
+                continue
+            g = grad([torch.ones_like(o) if k == j else None for k in range(len(outs))])
+            own[starts[j] : starts[j] + e] = g.reshape(len(xs), e).T
+        return own[rows]
+    out_rows = []
+    for r in rows.tolist():
+        j = probe.row(r).tensor
+        w = torch.zeros(outs[j].numel(), dtype=outs[j].dtype, device=outs[j].device)
+        w[r - starts[j]] = 1
+        weights: list[torch.Tensor | None] = [None] * len(outs)
+        weights[j] = w.reshape(outs[j].shape)
+        out_rows.append(grad(weights))
+    return torch.stack(out_rows) if out_rows else torch.zeros(0, probe.n, dtype=torch.float64)

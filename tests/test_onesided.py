@@ -1,0 +1,129 @@
+"""Where a function is not differentiable, found numerically (opzoo/testing/_onesided.py): each
+output element classified, and a Jacobian row held to the valid generalised gradients there."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from opzoo.testing._onesided import KINDS, Probe, jacobian_rows
+
+
+def _t(*values: float) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)
+
+
+def _kinds(fn, *xs, diagonal=False):
+    return [KINDS[k] for k in Probe(fn, xs, diagonal=diagonal).kind.tolist()]
+
+
+# fn, inputs, whether elementwise over inputs of one shape, the kind of each output element
+CASES = {
+    "a tie of two (max)": (lambda x, y: (torch.maximum(x, y),), (_t(0.0), _t(0.0)), True, ["convex"]),
+    "a tie of three in a max": (lambda x: (x.amax(-1),), (_t(1.0, 1.0, 1.0, 0.5),), False, ["convex"]),
+    "a tie in a min": (lambda x: (x.amin(-1),), (_t(0.0, 0.0, 1.0),), False, ["concave"]),
+    "a norm at 0": (lambda x: (torch.linalg.vector_norm(x),), (_t(0.0, 0.0, 0.0),), False, ["convex"]),
+    "|x - y| at x = y": (lambda x, y: ((x - y).abs(),), (_t(0.3), _t(0.3)), True, ["convex"]),
+    "std of a constant": (lambda x: (x.std(),), (_t(2.0, 2.0, 2.0),), False, ["convex"]),
+    "clamp at one bound": (
+        lambda x, lo, hi: (torch.clamp(x, lo, hi),),
+        (_t(0.0), _t(0.0), _t(1.0)),
+        True,
+        ["convex"],
+    ),
+    "clamp at x = lo = hi": (
+        lambda x, lo, hi: (torch.clamp(x, lo, hi),),
+        (_t(0.0), _t(0.0), _t(0.0)),
+        True,
+        ["mixed"],
+    ),
+    "the median of three equal": (lambda x: (x.median(),), (_t(0.0, 0.0, 0.0),), False, ["mixed"]),
+    "sort of three equal": (
+        lambda x: (x.sort().values,),
+        (_t(0.0, 0.0, 0.0),),
+        False,
+        ["concave", "mixed", "convex"],
+    ),
+    "top 2 of three equal": (
+        lambda x: (x.topk(2).values,),
+        (_t(1.0, 1.0, 1.0, 0.0),),
+        False,
+        ["convex", "mixed"],
+    ),
+    "atan2 at the origin": (lambda y, x: (torch.atan2(y, x),), (_t(0.0), _t(0.0)), True, ["jump"]),
+    "xlogy at the origin": (lambda x, y: (torch.xlogy(x, y),), (_t(0.0), _t(0.0)), True, ["unbounded"]),
+    "x ** 0.5 at 0": (lambda x, y: (torch.pow(x, y),), (_t(0.0), _t(0.5)), True, ["unbounded"]),
+    "the variance of one element": (
+        lambda x: (((x - x.mean()) ** 2).sum() / 0,),
+        (_t(1.0),),
+        False,
+        ["undefined"],
+    ),
+    "ReLU at, above and below 0": (
+        lambda x: (torch.relu(x),),
+        (_t(0.0, 1.0, -1.0),),
+        True,
+        ["convex", "smooth", "smooth"],
+    ),
+    "a steep smooth function": (lambda x: (1000 * x + x**3,), (_t(0.5),), True, ["smooth"]),
+    "a matrix product": (lambda x, w: (x @ w,), (_t(1.0, -2.0), _t(0.5, 3.0)), False, ["smooth"]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_kind_of_point_is_found(case):
+    """Ties (convex, concave), cones, more than two pieces (mixed), jumps, not finite nearby or at
+    all, and smooth points are told apart from one-sided differences alone."""
+    fn, xs, diagonal, want = CASES[case]
+    assert _kinds(fn, *xs, diagonal=diagonal) == want
+
+
+def test_every_clamp_at_x_lo_hi_is_mixed():
+    """A kink where three pieces meet, neither convex nor concave, is never taken for convex or
+    concave (where a valid gradient need not lie between one-sided derivatives), element by element."""
+    v = torch.linspace(-3, 3, 500, dtype=torch.float64)
+    probe = Probe(lambda x, lo, hi: (torch.clamp(x, lo, hi),), (v, v.clone(), v.clone()), diagonal=True)
+    assert set(probe.kind.tolist()) == {KINDS.index("mixed")}
+
+
+def test_a_sort_of_ties_is_classified_row_by_row():
+    """Sorting ties of several sizes: the lowest of a tie is concave (a min), the highest convex (a
+    max), those between mixed; untied values smooth."""
+    x = _t(0.5, 2.0, 0.5, -1.0, 0.5, 2.0, 3.0)
+    probe = Probe(lambda x: (x.sort().values,), (x,))
+    assert [KINDS[k] for k in probe.kind.tolist()] == [
+        "smooth",
+        "concave",
+        "mixed",
+        "convex",
+        "concave",
+        "convex",
+        "smooth",
+    ]
+
+
+def _violation(fn, xs, backward_rows, diagonal=False):
+    probe = Probe(fn, xs, diagonal=diagonal)
+    rows = (~probe.smooth).nonzero().reshape(-1)
+    return probe.violations(rows, backward_rows(probe, rows))
+
+
+def test_a_valid_generalised_gradient_passes_and_others_fail():
+    """At a tie of max(x1, x2): (1, 0), (0, 1) and (0.5, 0.5) are valid; (1, 1) passes each
+    coordinate but not the all-ones direction; (5, 0) fails its coordinate."""
+    fn = lambda x: (x.amax(-1),)  # noqa: E731
+    xs = (_t(0.0, 0.0),)
+    for grad, valid in (((1, 0), True), ((0, 1), True), ((0.5, 0.5), True), ((1, 1), False), ((5, 0), False)):
+        bad = _violation(fn, xs, lambda probe, rows: _t(*grad)[None])
+        assert (bad is None) == valid, grad
+    bad = _violation(fn, xs, lambda probe, rows: _t(1.0, 1.0)[None])
+    assert bad.direction is not None and bad.got == pytest.approx(2.0) and bad.left == pytest.approx(1.0)
+
+
+def test_the_backward_of_torch_max_is_valid_at_a_tie():
+    """torch's own max (a gradient to one index) and amax (split evenly) are both valid at a tie."""
+    x = _t(0.0, 0.0, 0.0, -1.0)
+    for fn in (lambda x: (x.max(),), lambda x: (x.amax(),), lambda x: (x.max(-1).values,)):
+        probe = Probe(fn, (x,))
+        rows = (~probe.smooth).nonzero().reshape(-1)
+        assert probe.violations(rows, jacobian_rows(fn, (x,), rows, probe)) is None
