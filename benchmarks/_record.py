@@ -51,15 +51,11 @@ def git(*args: str) -> str:
 
 
 def provenance() -> str:
-    """The commit (and whether the tree differs from it), and whether issue 20's two branches whose
-    work changes verdicts are merged into the history."""
+    """The commit, and whether the tree differs from it."""
     commit = git("rev-parse", "--short", "HEAD")
     if git("status", "--porcelain"):
         commit += " (with uncommitted changes)"
-    merges = git("log", "--merges", "--format=%s")
-    merged = {b: f"Merge branch '{b}'" in merges for b in ("kinks", "classic")}
-    state = ", ".join(f"'{b}' {'merged' if done else 'not merged'}" for b, done in merged.items())
-    return f"commit {commit} (issue 20's branches: {state})"
+    return f"commit {commit}"
 
 
 def first_line(text: str) -> str:

@@ -420,6 +420,102 @@ def _boundary() -> tuple[bool, list[str]]:
     ]
 
 
+@evidence("bisect_autograd")
+def _bisect_autograd() -> tuple[bool, list[str]]:
+    from entmax.root_finding import EntmaxBisectFunction, SparsemaxBisectFunction
+
+    class Ctx:  # what forward(ctx, ...) is handed: it only saves
+        def save_for_backward(self, *ts: torch.Tensor) -> None:
+            self.saved_tensors = ts
+
+    lines, ok = [], True
+    for what, cls, x0, args in [
+        ("EntmaxBisectFunction, alpha 1.5", EntmaxBisectFunction, [0.0, 0.0], (1.5, 0, 50, False)),
+        ("SparsemaxBisectFunction", SparsemaxBisectFunction, [0.0, 0.2], (0, 50, False)),
+    ]:
+        x = t(x0, requires_grad=True)
+        w = t([-1.5, 2.0])  # a grad_output
+        backward = torch.autograd.grad((cls.apply(x, *args) * w).sum(), x)[0]
+        leaf = x.detach().clone().requires_grad_()
+        forward = torch.autograd.grad((cls.forward(Ctx(), leaf, *args) * w).sum(), leaf)[0]
+        h = 1e-5
+        central = torch.stack(
+            [
+                ((cls.apply(x.detach() + h * e, *args) - cls.apply(x.detach() - h * e, *args)) * w).sum() / (2 * h)
+                for e in torch.eye(2, dtype=F64)
+            ]
+        )
+        passes = error_of(lambda: torch.autograd.gradcheck(lambda a: cls.apply(a, *args), (x,)))
+        ok &= passes is None and bool(torch.allclose(backward, central, atol=1e-7)) and not bool(
+            torch.allclose(forward, central, atol=1e-3)
+        )
+        lines.append(
+            f"{what} at x = {x0}, grad_output {w.tolist()}: the backward {_r(backward)}, central "
+            f"differences {_r(central)}, autograd of the forward (the bisection) {_r(forward)}; "
+            f"gradcheck {passes or 'passes'}"
+        )
+    lines.append(
+        "the bisection's bounds follow max(X), so autograd of the forward differentiates tau as if it "
+        "moved with max(X) alone; the backward gives the derivative of the solution (implicit), which "
+        "central differences confirm"
+    )
+    return ok, lines
+
+
+def _r(v: torch.Tensor) -> list[float]:
+    return [round(float(e), 6) for e in v]
+
+
+@evidence("batched_promotion")
+def _batched_promotion() -> tuple[bool, list[str]]:
+    import snntorch.surrogate as snn
+
+    x = t(-4.0, requires_grad=True)
+    gs = t([1.0, -0.5, 2.0]).float()  # snntorch's output is float32: so are its grad_outputs
+    batched = torch.autograd.grad(snn.Sigmoid.apply(x, 25.0), x, gs, is_grads_batched=True)[0]
+    loop = [torch.autograd.grad(snn.Sigmoid.apply(x, 25.0), x, g)[0].item() for g in gs]
+
+    class Probe(torch.autograd.Function):  # the dtype backward computes in, per call
+        seen: list[torch.dtype] = []
+
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a.float()
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            Probe.seen.append((g * a).dtype)
+            return g * a
+
+    torch.autograd.grad(Probe.apply(x), x, gs, is_grads_batched=True)
+    torch.autograd.grad(Probe.apply(x), x, gs[0])
+    return bool(batched.isnan().all()) and all(math.isfinite(v) for v in loop) and Probe.seen == [
+        torch.float32,
+        torch.float64,
+    ], [
+        f"snntorch Sigmoid, slope 25, x = -4.0 (float64; output float32): backward with batched "
+        f"grad_outputs {gs.tolist()} (is_grads_batched): {batched.tolist()}; one by one: {loop}",
+        f"a 0-d float32 grad_output times a 0-d float64 saved input, inside backward: "
+        f"{Probe.seen[0]} under is_grads_batched, {Probe.seen[1]} in a plain call, so exp(100) * g "
+        "overflows float32 there (inf / inf = nan)",
+    ]
+
+
+@evidence("sparsemax_strides")
+def _sparsemax_strides() -> tuple[bool, list[str]]:
+    from sparsemax.sparsemax import SparsemaxFunction
+
+    x = torch.zeros(2, 2, 1, dtype=F64)
+    y = SparsemaxFunction.apply(x, -1)
+    return y.stride() == (1, 2, 4), [
+        f"SparsemaxFunction.apply(x, -1), x of shape {tuple(x.shape)} (contiguous, strides "
+        f"{x.stride()}): an output of strides {y.stride()}, column-major (flatten_all_but_nth_dim "
+        "transposes and back); values right, and legal in eager torch",
+    ]
+
+
 # -- the ops' versions and forms --------------------------------------------------------------------------
 
 
