@@ -106,9 +106,11 @@ CAUSES = (
         TORCH_DEFECT,
         "celu's backward computes with `1.0 / alpha.toFloat()` (derivatives.yaml: `elu_backward(grad, "
         "alpha, 1, 1.0/alpha.toFloat(), false, self)`): for float64 input the gradient is off by a "
-        "float32-sized relative error that grows with |x / alpha| (exact at alpha = 1).",
+        "float32-sized relative error that grows with |x / alpha| (exact at alpha = 1). At x = 0 its "
+        "gradient is then 1 - 1.5e-8 (alpha 0.1), where it is exactly 1 for x > 0: the first derivative "
+        "jumps at 0, and the second derivative there (0) is between no one-sided derivatives.",
         ("celu",),
-        ("reference", "autograd"),
+        ("reference", "autograd", "double_backward"),
         "",
         ("celu",),
         "none found (pytorch/pytorch#158314 shows celu's float64 forward losing precision on CPU)",
@@ -118,14 +120,16 @@ CAUSES = (
         TORCH_DEFECT,
         "prod and cumprod at tiny inputs: `prod_backward` divides by the input (`grad * result / input` "
         "where no input is exactly 0), so where a product or a square underflows its second derivatives "
-        "are garbage (1e212, nan) or 0 where the exact ones are not, and its first derivatives 0.",
+        "are garbage (1e212, nan) or 0 where the exact ones are not, and its first derivatives 0. "
+        "cumprod's second derivative goes wrong long before anything underflows: at inputs of 1e-40 it "
+        "is 6e23 where it is -1.4, and at 1e-86 it is 0.",
         ("prod", "cumprod"),
         ("gradient", "double_backward", "reference"),
         "",
         ("prod_tiny",),
         "none found for tiny inputs (pytorch/pytorch#106789, prod's double backward with two zeros, "
         "is fixed)",
-        example=r"e-(1[5-9]\d|[23]\d\d)",  # a counterexample with an input below 1e-150
+        example=r"e-([2-9]\d|[1-3]\d\d)",  # a counterexample with an input below 1e-19
     ),
     Cause(
         "clamp-broadcast",
@@ -138,6 +142,42 @@ CAUSES = (
         "match the broadcast shape|doesn't match",
         ("clamp_broadcast",),
         "none found for the eager backward (pytorch/functorch#865, the same message under vmap, is open)",
+    ),
+    Cause(
+        "clamp-equal-bounds",
+        TORCH_DEFECT,
+        "clamp with tensor bounds where min = max and x lies outside: the output is the bound, and "
+        "moving x, min and max together moves it as much (slope 1 along (1, 1, 1)), so a generalised "
+        "gradient's parts add up to 1 (a convex combination of (0, 1, 0) and (0, 0, 1)); torch's "
+        "backward gives (0, 0, 0): `grad_min` needs min < max, `grad_max` needs x > max or max < min.",
+        ("clamp_tensor",),
+        ("gradient",),
+        "no valid subgradient",
+        ("clamp_equal_bounds",),
+    ),
+    Cause(
+        "pow-exponent-zero",
+        TORCH_DEFECT,
+        "pow(x, y) at y = 0: `pow_backward_self` returns `where(exponent == 0, 0, grad * y * x^(y-1))`, "
+        "so the gradient in x is 0 there but no longer depends on y: its derivative in y, the mixed "
+        "second derivative d2/dx dy x^y = x^(y-1) (1 + y log x) = 1/x at y = 0, comes back 0.",
+        ("pow_tensor",),
+        ("double_backward",),
+        "with respect to input 1",
+        ("pow_exponent_zero",),
+        "none found (pytorch/pytorch#95180, pow's second derivative at base 0, is closed)",
+    ),
+    Cause(
+        "hypot-origin",
+        TORCH_DEFECT,
+        "hypot at the origin: its backward, `grad * x / result`, is 0 / 0 = nan. The origin is a cone "
+        "(no derivative); any vector of the unit disc is a valid generalised gradient, and torch's own "
+        "vector_norm gives 0 there (the fix of pytorch/pytorch#2421); nan is none.",
+        ("hypot",),
+        ("extremes", "gradient"),
+        "nan",
+        ("hypot_origin",),
+        "none found for hypot; pytorch/pytorch#2421 (closed) was the same for norm",
     ),
     Cause(
         "not-differentiable-there",
@@ -264,10 +304,89 @@ def _clamp() -> tuple[bool, list[str]]:
     return raised == [True, True, True, False], lines
 
 
+def _clamp_equal() -> tuple[bool, list[str]]:
+    import torch
+
+    x, lo, hi = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (-1.0, 0.0, 0.0))
+    grads = [g.item() for g in torch.autograd.grad(torch.clamp(x, lo, hi), (x, lo, hi))]
+
+    def along(t: float) -> float:
+        return torch.clamp(x.detach() + t, lo.detach() + t, hi.detach() + t).item()
+
+    slopes = [(along(1e-3) - along(0.0)) / 1e-3, (along(0.0) - along(-1e-3)) / 1e-3]
+    return grads == [0.0, 0.0, 0.0] and all(abs(v - 1) < 1e-9 for v in slopes), [
+        f"torch.clamp(x, min, max) at x = -1, min = max = 0: gradients (x, min, max) = {grads}",
+        f"moving all three by t = +-1e-3: slopes {slopes[0]:.6g} (right) and {slopes[1]:.6g} (left), "
+        "so the parts of any valid generalised gradient add up to 1",
+    ]
+
+
+def _pow_zero() -> tuple[bool, list[str]]:
+    import torch
+
+    lines, got = [], []
+    for y0 in (0.0, 1e-9):
+        x = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+        y = torch.tensor(y0, dtype=torch.float64, requires_grad=True)
+        (gx,) = torch.autograd.grad(torch.pow(x, y), x, create_graph=True)
+        (gxy,) = torch.autograd.grad(gx, y)
+        got.append(gxy.item())
+        lines.append(f"x = 2, y = {y0:g}: d/dx x^y = {gx.item():.6g}, d2/dx dy = {gxy.item():.9g} (exact 0.5)")
+    return got[0] == 0.0 and abs(got[1] - 0.5) < 1e-6, lines
+
+
+def _hypot() -> tuple[bool, list[str]]:
+    import torch
+
+    a = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    (h,) = torch.autograd.grad(torch.hypot(a[0], a[1]), a)
+    (n,) = torch.autograd.grad(torch.linalg.vector_norm(a), a)
+    return bool(h.isnan().all()) and bool((n == 0).all()), [
+        f"gradient of hypot(x, y) at (0, 0): {h.tolist()}; of vector_norm([x, y]) there: {n.tolist()}",
+    ]
+
+
+def _cumprod_tiny() -> tuple[bool, list[str]]:
+    import torch
+
+    g = torch.tensor([-1.49, 2.01], dtype=torch.float64)
+    u = torch.tensor([0.3, -0.7], dtype=torch.float64)
+    lines, got = [], []
+    for s in (1e-3, 1e-40, 6.18e-86):
+        x = torch.full((2,), s, dtype=torch.float64, requires_grad=True)
+        (first,) = torch.autograd.grad(torch.cumprod(x, 0), x, g, create_graph=True)
+        (hu,) = torch.autograd.grad(first, x, u)
+        got.append(hu[0].item())
+        lines.append(f"cumprod of [{s:g}, {s:g}], grad_output {g.tolist()}: H u = {hu.tolist()} (exact [-1.407, 0.603])")
+    return abs(got[0] + 1.407) < 1e-9 and abs(got[1] + 1.407) > 1 and abs(got[2] + 1.407) > 1, lines
+
+
+def _prod_all() -> tuple[bool, list[str]]:
+    a, la = _prod()
+    b, lb = _cumprod_tiny()
+    return a and b, la + lb
+
+
+def _celu_all() -> tuple[bool, list[str]]:
+    import torch
+    import torch.nn.functional as F
+
+    ok, lines = _celu()
+    firsts = []
+    for v in (0.0, 1e-6):
+        x = torch.tensor(v, dtype=torch.float64, requires_grad=True)
+        firsts.append(torch.autograd.grad(F.celu(x, 0.1), x)[0].item())
+    lines.append(f"its gradient at x = 0 (alpha 0.1): {firsts[0]!r}; at x = 1e-6: {firsts[1]!r} (exact 1 at both)")
+    return ok and firsts[0] != 1.0 and firsts[1] == 1.0, lines
+
+
 EVIDENCE: dict[str, Callable[[], tuple[bool, list[str]]]] = {
-    "celu": _celu,
-    "prod_tiny": _prod,
+    "celu": _celu_all,
+    "prod_tiny": _prod_all,
     "clamp_broadcast": _clamp,
+    "clamp_equal_bounds": _clamp_equal,
+    "pow_exponent_zero": _pow_zero,
+    "hypot_origin": _hypot,
 }
 
 
