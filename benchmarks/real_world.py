@@ -421,7 +421,7 @@ def render(
         "[benchmarks/real_world_ops.py](../benchmarks/real_world_ops.py), the reproductions in "
         "[benchmarks/real_world_evidence.py](../benchmarks/real_world_evidence.py). A failing check repeats "
         "with `PYTHONPATH=benchmarks VENV/bin/opzoo check real_world_ops:OP --property PROP --profile ci` "
-        f"(VENV: the scratch venv, {args.venv} by default).",
+        f"(VENV: the scratch venv, {args.venv} in this run).",
         "",
         f"**{len(facts['ops'])} Functions from {len({i['package'] for i in facts['ops'].values()})} "
         f"packages: {len(facts['ops']) - len(reds)} green, {len(reds)} red.** Of the red, "
