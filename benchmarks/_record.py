@@ -29,6 +29,8 @@ class Cause:
     evidence: tuple[str, ...] = ()
     upstream: str = "none found"
     example: str = ""
+    #: for a false alarm of opzoo's that opzoo no longer raises: how it was fixed, and its test
+    fixed: str = ""
 
     def explains(self, op: str, result: dict) -> bool:
         """Whether this is why ``result``, a failing check of ``op`` (as ``opzoo check --json`` gives

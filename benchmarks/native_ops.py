@@ -331,7 +331,9 @@ def _pow_zero() -> tuple[bool, list[str]]:
         (gx,) = torch.autograd.grad(torch.pow(x, y), x, create_graph=True)
         (gxy,) = torch.autograd.grad(gx, y)
         got.append(gxy.item())
-        lines.append(f"x = 2, y = {y0:g}: d/dx x^y = {gx.item():.6g}, d2/dx dy = {gxy.item():.9g} (exact 0.5)")
+        lines.append(
+            f"x = 2, y = {y0:g}: d/dx x^y = {gx.item():.6g}, d2/dx dy = {gxy.item():.9g} (exact 0.5)"
+        )
     return got[0] == 0.0 and abs(got[1] - 0.5) < 1e-6, lines
 
 
@@ -357,7 +359,10 @@ def _cumprod_tiny() -> tuple[bool, list[str]]:
         (first,) = torch.autograd.grad(torch.cumprod(x, 0), x, g, create_graph=True)
         (hu,) = torch.autograd.grad(first, x, u)
         got.append(hu[0].item())
-        lines.append(f"cumprod of [{s:g}, {s:g}], grad_output {g.tolist()}: H u = {hu.tolist()} (exact [-1.407, 0.603])")
+        lines.append(
+            f"cumprod of [{s:g}, {s:g}], grad_output {g.tolist()}: H u = {hu.tolist()} "
+            "(exact [-1.407, 0.603])"
+        )
     return abs(got[0] + 1.407) < 1e-9 and abs(got[1] + 1.407) > 1 and abs(got[2] + 1.407) > 1, lines
 
 
@@ -376,7 +381,9 @@ def _celu_all() -> tuple[bool, list[str]]:
     for v in (0.0, 1e-6):
         x = torch.tensor(v, dtype=torch.float64, requires_grad=True)
         firsts.append(torch.autograd.grad(F.celu(x, 0.1), x)[0].item())
-    lines.append(f"its gradient at x = 0 (alpha 0.1): {firsts[0]!r}; at x = 1e-6: {firsts[1]!r} (exact 1 at both)")
+    lines.append(
+        f"its gradient at x = 0 (alpha 0.1): {firsts[0]!r}; at x = 1e-6: {firsts[1]!r} (exact 1 at both)"
+    )
     return ok and firsts[0] != 1.0 and firsts[1] == 1.0, lines
 
 

@@ -404,6 +404,22 @@ def _roma() -> tuple[bool, list[str]]:
     ]
 
 
+@evidence("roma_batched")
+def _roma_batched() -> tuple[bool, list[str]]:
+    from roma.mappings import _ProcrustesManualDerivatives as P
+
+    torch.manual_seed(0)
+    m = torch.randn(2, 3, 3, dtype=F64, requires_grad=True)
+    r, ds = P.apply(m, True, 0.0)[:2]
+    gs = torch.randn(4, *r.shape, dtype=F64)
+    batched = error_of(lambda: torch.autograd.grad(r, m, gs, retain_graph=True, is_grads_batched=True))
+    loop = error_of(lambda: [torch.autograd.grad(r, m, g, retain_graph=True) for g in gs])
+    return batched is not None and "einsum" in batched and loop is None, [
+        f"backward of R with 4 batched grad_outputs (is_grads_batched): {batched}",
+        f"the same 4 one by one: {loop or 'works'}",
+    ]
+
+
 @evidence("support_boundary")
 def _boundary() -> tuple[bool, list[str]]:
     from entmax.root_finding import NormmaxBisectFunction as N
@@ -441,13 +457,16 @@ def _bisect_autograd() -> tuple[bool, list[str]]:
         h = 1e-5
         central = torch.stack(
             [
-                ((cls.apply(x.detach() + h * e, *args) - cls.apply(x.detach() - h * e, *args)) * w).sum() / (2 * h)
+                ((cls.apply(x.detach() + h * e, *args) - cls.apply(x.detach() - h * e, *args)) * w).sum()
+                / (2 * h)
                 for e in torch.eye(2, dtype=F64)
             ]
         )
         passes = error_of(lambda: torch.autograd.gradcheck(lambda a: cls.apply(a, *args), (x,)))
-        ok &= passes is None and bool(torch.allclose(backward, central, atol=1e-7)) and not bool(
-            torch.allclose(forward, central, atol=1e-3)
+        ok &= (
+            passes is None
+            and bool(torch.allclose(backward, central, atol=1e-7))
+            and not bool(torch.allclose(forward, central, atol=1e-3))
         )
         lines.append(
             f"{what} at x = {x0}, grad_output {w.tolist()}: the backward {_r(backward)}, central "

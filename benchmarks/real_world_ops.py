@@ -223,6 +223,7 @@ roma_procrustes = declare(
         # a damped pseudo-inverse above 0: the exact derivative only at 0
         "gradient_eps": Param(0.0, 0.0, 0.0),
     },
+    dtypes=("float64", "float32"),  # torch's SVD has no bfloat16 or float16 kernel on CPU: a limit
 )
 
 # -- mambapy 1.2.0: the parallel scan of Mamba, two differentiable inputs of rank 4 ---------------------

@@ -244,3 +244,26 @@ class ScaledWithSign(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad, grad_sign):
         return 2 * grad
+
+
+class SineSpike(torch.autograd.Function):
+    """A spike with a periodic surrogate, sin(2x) / 2 (one term of spikingjelly's squarewave Fourier
+    series), its backward computed in the input's dtype: at float32's largest value 2x overflows and
+    cos(inf) is nan, as in the surrogate itself run in float32."""
+
+    @staticmethod
+    def forward(x):
+        return (x >= 0).to(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.cos(2 * x)
+
+    @staticmethod
+    def primitive_function(x):
+        return torch.sin(2 * x) / 2

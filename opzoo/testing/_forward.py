@@ -101,9 +101,7 @@ def _classic(op: Bound, xs: Tensors) -> None:
 # -- forward mode ---------------------------------------------------------------------------------
 
 
-def _jvp_is_backwards(
-    op: Bound, xs: Tensors, note: str, *, func: bool = True, excuse: bool = True
-) -> None:
+def _jvp_is_backwards(op: Bound, xs: Tensors, note: str, *, func: bool = True, excuse: bool = True) -> None:
     """Each input's tangent alone (the others zero for torch.func.jvp, absent for dual tensors, so
     that a jvp meets both), then all tangents at once (a jvp must add their terms). Without
     ``func`` (a classic Function, which torch.func refuses), dual tensors only, all at once too."""

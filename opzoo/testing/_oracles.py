@@ -52,7 +52,11 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
         """The backward's and autograd's gradient of sum(out_j * weights_j)."""
         try:
             want = torch.autograd.grad(
-                [outs[j] for j in live], leaves, [weights[j] for j in live], retain_graph=True, allow_unused=True
+                [outs[j] for j in live],
+                leaves,
+                [weights[j] for j in live],
+                retain_graph=True,
+                allow_unused=True,
             )
         except RuntimeError as exc:  # forward works in place on what autograd saved (entmax's bisection)
             raise _Underivable(_gist(exc)) from exc

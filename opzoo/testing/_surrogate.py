@@ -141,8 +141,11 @@ def _compare(op: Bound, xs: Tensors, at: str = "") -> None:
             # the surrogate run in this dtype gives, or (elementwise ops) the float64 surrogate's
             # gradient at a neighbouring value of this dtype.
             own = _rounded_alternatives(op, xs, used, tuple(grads)) if own is None else own
-            for alt in own:
-                bad = bad & ~torch.isclose(got.double(), alt[i].double(), **tol)
+            for alt, nan_too in own:
+                # nan_too: the surrogate run in this dtype, where a nan matches a nan (sin of a product
+                # that overflows float32: the op gives what its surrogate gives there); a naive
+                # overflow of a surrogate that stays finite in this dtype is still caught
+                bad = bad & ~torch.isclose(got.double(), alt[i].double(), equal_nan=nan_too, **tol)
             if not bool(bad.any()):
                 _note_in_dtype(op, name)
                 continue
@@ -153,18 +156,19 @@ def _compare(op: Bound, xs: Tensors, at: str = "") -> None:
         raise _failure(what, bad, got, expected, x, hint)
 
 
-def _rounded_alternatives(op: Bound, xs: Tensors, gs: Tensors, like: Tensors) -> list[Tensors]:
+def _rounded_alternatives(op: Bound, xs: Tensors, gs: Tensors, like: Tensors) -> list[tuple[Tensors, bool]]:
     """What a right op may give in the lower dtype of ``xs`` besides the float64 surrogate's
-    gradient: the surrogate's own gradient computed in that dtype, and (elementwise ops of one
-    shape) the float64 surrogate's gradient at the next value of that dtype below and above."""
+    gradient, each with whether a nan there matches a nan: the surrogate's own gradient computed in
+    that dtype (yes), and (elementwise ops of one shape) the float64 surrogate's gradient at the next
+    value of that dtype below and above (no)."""
     alternatives = []
     own = _in_dtype(op, xs, gs, like)
     if own is not None:
-        alternatives.append(own)
+        alternatives.append((own, True))
     if _kinks.diagonal(op, xs):
         for towards in (-math.inf, math.inf):
             nearby = tuple(torch.nextafter(x, torch.full_like(x, towards)) for x in xs)
-            alternatives.append(surrogate_vjp(op, nearby, gs))
+            alternatives.append((surrogate_vjp(op, nearby, gs), False))
     return alternatives
 
 
@@ -176,7 +180,9 @@ def _in_dtype(op: Bound, xs: Tensors, gs: Tensors, like: Tensors) -> Tensors | N
     try:
         out = op.calling(lambda *ts: op.spec.contract.surrogate(*ts, **op.params))(*leaves)
         outs = out if isinstance(out, tuple) else (out,)
-        pairs = [(o, g.to(o.dtype)) for o, g in zip(outs, gs) if isinstance(o, torch.Tensor) and o.requires_grad]
+        pairs = [
+            (o, g.to(o.dtype)) for o, g in zip(outs, gs) if isinstance(o, torch.Tensor) and o.requires_grad
+        ]
         if len(outs) != len(gs) or not pairs:
             return None
         grads = torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs], allow_unused=True)
