@@ -6,12 +6,13 @@ compare the verdicts: with check_repeat.py (the installed zoo), the false-alarm 
 
 The ops: tests/correct_ops.py (written as tutorials write them, with no contract; and those correct
 where they are not differentiable, each a false alarm once), the upstream-style Functions declared
-in tests/test_declare.py, and the correct ops of the fixture plugins in plugins/
-(opzoo-general-fixtures: n-ary, multi-output and integer-parameter ops; opzoo-surrogate-fixtures:
-a surrogate-gradient spike), registered by class in a private registry, every property, `ci`
-profile, CPU, with `opzoo check`'s default workers. Each run after the first checks them in another order (rotated by one op per run). Prints, per run, its wall
-time and whether every verdict is the first run's, and whether any check failed; exits 1 if a verdict
-changed or a correct op failed. The result goes into docs/testing.md ("No flakes").
+in tests/test_declare.py, and the correct ops of the fixture plugins in plugins/ (opzoo-general-
+fixtures: n-ary, multi-output and integer-parameter ops; opzoo-surrogate-fixtures: a surrogate-
+gradient spike), registered by class in a private registry, every property, `ci` profile, CPU, with
+`opzoo check`'s default workers. Each run after the first checks them in another order (rotated by
+one op per run). Prints, per run, its wall time and whether every verdict is the first run's, and
+whether any check failed; exits 1 if a verdict changed or a correct op failed. The result goes into
+docs/testing.md ("No flakes").
 """
 
 from __future__ import annotations
