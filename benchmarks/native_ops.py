@@ -191,6 +191,12 @@ CAUSES = (
         TIES + CONES + UNDEFINED,
         ("gradient", "double_backward"),
         "Jacobian mismatch|nan",
+        fixed=(
+            "the kinks merge classifies each output element from one-sided differences and holds the "
+            "backward to the valid generalised gradients there (opzoo/testing/_onesided.py, _kinks.py); "
+            "the correct ops of tests/correct_ops.py AT_KINKS (ties, cones, jumps, points not finite "
+            "nearby) were red there and are green."
+        ),
     ),
     Cause(
         "nan-compared-bitwise",
@@ -201,6 +207,10 @@ CAUSES = (
         UNDEFINED + ("var_one",),
         ("hygiene", "autograd", "subsets", "library"),
         "nan|twice|bit for bit|relative 0",
+        fixed=(
+            "the kinks merge compares nan as equal to nan and keeps a nan from widening the other "
+            "elements' tolerance; `variance` of one element in tests/correct_ops.py was red and is green."
+        ),
     ),
     Cause(
         "bridge-ignores-dim",
@@ -212,6 +222,10 @@ CAUSES = (
         DIM_OPS + ("topk",),
         ("library",),
         "MetadataMismatchError|KeyError",
+        fixed=(
+            "the library bridge's fake kernel puts a Dim op's core dimension where dim says and computes "
+            "declared output sizes (opzoo/library.py, on main since ed79e1e)."
+        ),
     ),
     Cause(
         "mask-on-scalar-cores",
@@ -223,6 +237,12 @@ CAUSES = (
         ("where_mask",),
         ("accepts",),
         "boolean",
+        fixed=(
+            "edge inputs give a Mask or Index input values of its kind whether or not a named dimension "
+            "bounds it (opzoo/testing/strategies.py), and the library check's AOT candidate shifts "
+            "floating tensors only; `MaskedScale` in tests/upstream_ops.py was red in `accepts` and "
+            "`library` and is green."
+        ),
     ),
     Cause(
         "overflowing-derivative",
@@ -233,6 +253,10 @@ CAUSES = (
         ("div",),
         ("extremes",),
         "inf",
+        fixed=(
+            "the kinks merge excuses a derivative that is not finite where the forward is not finite "
+            "within a small step (opzoo/testing/_oracles.py `extremes`)."
+        ),
     ),
 )
 
@@ -554,6 +578,8 @@ def render(
         if hits:
             out += ["opzoo's report, per failing check:", ""]
             out += [f"- `{n}` `{r['prop']}`: {first_line(r['reason'])}{example(r)}" for n, r in hits]
+        elif cause.fixed:
+            out.append(f"**Fixed**, and not seen in this run: {cause.fixed}")
         else:
             out.append("Not reached by this run's `ci` draws: no check failed for it.")
         out += ["", f"Upstream: {cause.upstream}.", "", "Plain torch:", ""]

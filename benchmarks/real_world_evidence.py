@@ -420,6 +420,19 @@ def _roma_batched() -> tuple[bool, list[str]]:
     ]
 
 
+@evidence("roma_strides")
+def _roma_strides() -> tuple[bool, list[str]]:
+    from roma.mappings import _ProcrustesManualDerivatives as P
+
+    m = torch.randn(1, 2, 2, dtype=F64, generator=torch.Generator().manual_seed(0))
+    outs = P.apply(m, True, 0.0)
+    strides = [o.stride() for o in outs]
+    return not outs[2].is_contiguous(), [
+        f"_ProcrustesManualDerivatives.apply(M of shape (1, 2, 2), contiguous): the outputs' strides "
+        f"{strides}; US (output 2) is column-major, as torch.linalg.svd returns U; values right",
+    ]
+
+
 @evidence("support_boundary")
 def _boundary() -> tuple[bool, list[str]]:
     from entmax.root_finding import NormmaxBisectFunction as N
