@@ -307,6 +307,18 @@ CAUSES = (
         ),
     ),
     Cause(
+        "roma-degenerate",
+        UPSTREAM,
+        "roma's exact derivative (gradient_eps = 0, declared so to check the exact one; `roma.procrustes` "
+        "defaults to 1e-5) is nan wherever M is rank-deficient: it divides by sums of singular values. "
+        "At a 1x1 zero matrix, where R = [[1]] is constant and DS = m has derivative 1, the gradient is "
+        "nan. A limit of the exact formula, which roma's default damping avoids.",
+        ("roma_procrustes",),
+        ("autograd", "extremes", "gradient"),
+        "nan",
+        ("roma_degenerate",),
+    ),
+    Cause(
         "roma-batched-einsum",
         TORCH,
         "Backward with batched grad_outputs (`is_grads_batched`, torch's legacy vmap) has no batching "

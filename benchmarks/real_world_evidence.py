@@ -433,6 +433,22 @@ def _roma_strides() -> tuple[bool, list[str]]:
     ]
 
 
+@evidence("roma_degenerate")
+def _roma_degenerate() -> tuple[bool, list[str]]:
+    from roma.mappings import _ProcrustesManualDerivatives as P
+
+    lines, nan_at = [], []
+    for m0 in ([[[0.0]]], [[[0.5]]], [[[1.0, 1.0], [1.0, 1.0]]]):
+        m = t(m0, requires_grad=True)
+        r, ds = P.apply(m, True, 0.0)[:2]
+        (g,) = torch.autograd.grad((r * 1.3).sum() + (ds * 0.7).sum(), m)
+        nan_at.append(bool(g.isnan().any()))
+        lines.append(
+            f"M = {m0}: R = {r.tolist()}, DS = {ds.tolist()}; gradient of 1.3 R + 0.7 DS: {g.tolist()}"
+        )
+    return nan_at == [True, False, True], lines
+
+
 @evidence("support_boundary")
 def _boundary() -> tuple[bool, list[str]]:
     from entmax.root_finding import NormmaxBisectFunction as N
