@@ -319,6 +319,17 @@ CAUSES = (
         ("roma_degenerate",),
     ),
     Cause(
+        "roma-second-derivative",
+        UPSTREAM,
+        "roma's Procrustes backward is differentiable (not once_differentiable), but its second "
+        "derivative is wrong: plain gradgradcheck of R and DS at a random M fails (below). With the "
+        "non-differentiable outputs left out, opzoo now reaches it.",
+        ("roma_procrustes",),
+        ("double_backward",),
+        "second derivative is wrong",
+        ("roma_first_order",),
+    ),
+    Cause(
         "roma-batched-einsum",
         TORCH,
         "Backward with batched grad_outputs (`is_grads_batched`, torch's legacy vmap) has no batching "
