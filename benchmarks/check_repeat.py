@@ -32,6 +32,9 @@ def verdicts(extra: list[str]) -> tuple[dict[str, str], float]:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
     runs = int(argv[0]) if argv and argv[0].isdigit() else 20
     extra = argv[1:] if argv and argv[0].isdigit() else argv
     names = [a for a in extra if not a.startswith("-")]

@@ -4,13 +4,15 @@ compare the verdicts: with check_repeat.py (the installed zoo), the false-alarm 
 
     .venv/bin/python benchmarks/correct_repeat.py [N]
 
-The ops: tests/correct_ops.py (written as tutorials write them, with no contract) and the correct
-ops of the fixture plugins in plugins/ (opzoo-general-fixtures: n-ary, multi-output and integer-
-parameter ops; opzoo-surrogate-fixtures: a surrogate-gradient spike), registered by class in a
-private registry, every property, `ci` profile, CPU, with `opzoo check`'s default workers. Each run
-after the first checks them in another order (rotated by one op per run). Prints, per run, its wall
-time and whether every verdict is the first run's, and whether any check failed; exits 1 if a verdict
-changed or a correct op failed. The result goes into docs/testing.md ("No flakes").
+The ops: tests/correct_ops.py (written as tutorials write them, with no contract; and those correct
+where they are not differentiable, each a false alarm once), the upstream-style Functions declared
+in tests/test_declare.py, and the correct ops of the fixture plugins in plugins/ (opzoo-general-
+fixtures: n-ary, multi-output and integer-parameter ops; opzoo-surrogate-fixtures: a surrogate-
+gradient spike), registered by class in a private registry, every property, `ci` profile, CPU, with
+`opzoo check`'s default workers. Each run after the first checks them in another order (rotated by
+one op per run). Prints, per run, its wall time and whether every verdict is the first run's, and
+whether any check failed; exits 1 if a verdict changed or a correct op failed. The result goes into
+docs/testing.md ("No flakes").
 """
 
 from __future__ import annotations
@@ -33,6 +35,29 @@ CORRECT = {  # name: (module, class), the module importable from tests/ or a plu
     "sincos": ("opzoo_general.ops", "SinCos"),
     "roll": ("opzoo_general.ops", "Roll"),
     "sigmoid_spike": ("opzoo_surrogate.ops", "SigmoidSpike"),
+    # correct where they are not differentiable, each a false alarm once (tests/correct_ops.py AT_KINKS)
+    "tie_split_max": ("correct_ops", "TieSplitMax"),
+    "max_reduction": ("correct_ops", "MaxReduction"),
+    "vector_norm": ("correct_ops", "VectorNorm"),
+    "abs_diff": ("correct_ops", "AbsDiff"),
+    "clamp_between": ("correct_ops", "ClampBetween"),
+    "atan2": ("correct_ops", "Atan2"),
+    "xlogy": ("correct_ops", "XLogY"),
+    "pow": ("correct_ops", "Pow"),
+    "variance": ("correct_ops", "Variance"),
+    "triangle_spike": ("correct_ops", "TriangleSpike"),
+    "float32_threshold": ("correct_ops", "Float32Threshold"),
+    "rounds_by_path": ("correct_ops", "RoundsByPath"),
+    "one_ulp_apart": ("correct_ops", "OneUlpApart"),
+    # written as upstream packages write them, declared from outside (tests/test_declare.py)
+    "cross_entropy": ("correct_ops", "DECLARED['cross_entropy']"),
+    "sparsemax": ("test_declare", "SPARSEMAX"),
+    "nll": ("test_declare", "NLL"),
+    "sigmoid_spike_bf16": ("test_declare", "SIGMOID_SPIKE"),
+    "piecewise_spike": ("test_declare", "PIECEWISE_SPIKE"),
+    "sparsemax_bisect": ("test_declare", "SPARSEMAX_BISECT"),
+    "masked_scale": ("test_declare", "MASKED"),
+    "scaled_with_sign": ("test_declare", "WITH_SIGN"),
 }
 PATHS = [
     ROOT / "tests",
@@ -47,8 +72,10 @@ import opzoo
 from opzoo.testing._parallel import check_all, default_jobs
 from opzoo.testing.properties import PROPERTIES
 reg = opzoo.Registry()
-for name, (module, cls) in {ops!r}:
-    reg.register(getattr(importlib.import_module(module), cls), name=name)
+for name, (module, attr) in {ops!r}:
+    base, _, key = attr.partition("[")  # "DECLARED['x']": an entry of a module's table
+    obj = getattr(importlib.import_module(module), base)
+    reg.register(obj[key[1:-2]] if key else obj, name=name)
 specs = [reg.info(name) for name, _ in {ops!r}]
 results = check_all(specs, list(PROPERTIES), devices=["cpu"], jobs=default_jobs(), profile="ci", registry=reg)
 print(json.dumps({{r.id: r.status for r in results}}))
@@ -67,6 +94,9 @@ def verdicts(order: list[str]) -> tuple[dict[str, str], float]:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
     runs = int(argv[0]) if argv else 20
     names = list(CORRECT)
     first, took = verdicts(names)

@@ -10,7 +10,11 @@ from conftest import ROOT
 
 DOCS = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
 #: Pages with no Python example, and why.
-NO_EXAMPLES = {"ops.md": "a table generated from the registry (test_ops checks it is current)"}
+NO_EXAMPLES = {
+    "ops.md": "a table generated from the registry (test_ops checks it is current)",
+    "real-world.md": "a record written by benchmarks/real_world.py, which runs its reproductions",
+    "native-ops.md": "a record written by benchmarks/native_ops.py, which runs its reproductions",
+}
 #: A block whose first line starts so is a piece of a larger program, shown, not run.
 FRAGMENT = "# (a fragment"
 

@@ -126,3 +126,144 @@ class Gram(torch.autograd.Function):
     def backward(ctx, grad):
         (a,) = ctx.saved_tensors
         return (grad + grad.transpose(1, 2)) @ a
+
+
+# -- each of these was a false alarm once: the op right, opzoo's oracle not -------------------------
+
+
+class SigmoidSpike(torch.autograd.Function):
+    """A spike whose backward is the derivative of sigmoid(alpha x), computed in the input's dtype as
+    spikingjelly's surrogates are: in bfloat16 ``1 - sigmoid`` cancels to 0 where the float64
+    surrogate's gradient is not 0 (x = 1.5625, alpha 4), exactly as the surrogate itself run in
+    bfloat16 does."""
+
+    @staticmethod
+    def forward(x, alpha):
+        return (x >= 0).to(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.alpha = inputs[1]
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(ctx.alpha * x)
+        return grad * (1 - s) * s * ctx.alpha, None
+
+    @staticmethod
+    def primitive_function(x, alpha):
+        return torch.sigmoid(alpha * x)
+
+
+class PiecewiseLeakySpike(torch.autograd.Function):
+    """A spike with spikingjelly's piecewise leaky surrogate: slope 1/(2w) for |x| < w, c outside.
+    At |x| = w its primitive has two one-sided derivatives and the backward takes c, one of them;
+    in bfloat16 the threshold w itself is rounded (w = 0.955078125 compares as 0.953125), as the
+    primitive run in bfloat16 rounds it."""
+
+    @staticmethod
+    def forward(x, w, c):
+        return (x >= 0).to(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.w, ctx.c = inputs[1], inputs[2]
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        inside = x.abs() < ctx.w
+        return grad * torch.where(inside, 1 / (2 * ctx.w), ctx.c), None, None
+
+    @staticmethod
+    def primitive_function(x, w, c):
+        below, above = (x < -w).to(x), (x > w).to(x)
+        inside = 1 - below - above
+        return below * (c * x + c * w) + above * (c * x - c * w + 1) + inside * (x / (2 * w) + 0.5)
+
+
+class SparsemaxBisect(torch.autograd.Function):
+    """Sparsemax along the last dimension with its threshold found by bisection, as entmax's
+    SparsemaxBisectFunction finds it, and the exact (implicit) backward. The bisection's bounds
+    follow max(x): autograd of this forward moves the threshold with max(x) alone, which is not the
+    derivative of the function it computes to 1e-15 (central differences agree with the backward)."""
+
+    @staticmethod
+    def forward(ctx, X, n_iter=60):
+        top = X.max(dim=-1, keepdim=True).values
+        lo, width = top - 1, torch.ones_like(top)
+        for _ in range(n_iter):
+            width = width / 2
+            mid = lo + width
+            above = torch.clamp(X - mid, min=0).sum(dim=-1, keepdim=True) >= 1
+            lo = torch.where(above, mid, lo)
+        Y = torch.clamp(X - (lo + width / 2), min=0)
+        Y = Y / Y.sum(dim=-1, keepdim=True)
+        ctx.save_for_backward(Y)
+        return Y
+
+    @staticmethod
+    def backward(ctx, dY):
+        (Y,) = ctx.saved_tensors
+        support = (Y > 0).to(dY)
+        dX = dY * support
+        v = dX.sum(dim=-1, keepdim=True) / support.sum(dim=-1, keepdim=True)
+        return support * (dX - v), None
+
+
+class MaskedScale(torch.autograd.Function):
+    """``x * scale`` where a bool mask is True, 0 elsewhere, as losses with a ``valid`` mask are
+    written: classic form, the mask not differentiated (None for it)."""
+
+    @staticmethod
+    def forward(ctx, x, valid, scale=2.0):
+        ctx.save_for_backward(valid)
+        ctx.scale = scale
+        return torch.where(valid, x * scale, torch.zeros_like(x))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (valid,) = ctx.saved_tensors
+        return torch.where(valid, grad * ctx.scale, torch.zeros_like(grad)), None, None
+
+
+class ScaledWithSign(torch.autograd.Function):
+    """``(2 x, sign(x))``, the second output marked non-differentiable (``ctx.mark_non_differentiable``)
+    as roma's Procrustes marks two of its four: autograd refuses a gradient through it, and there is
+    none to check."""
+
+    @staticmethod
+    def forward(ctx, x):
+        sign = torch.sign(x)
+        ctx.mark_non_differentiable(sign)
+        return 2 * x, sign
+
+    @staticmethod
+    def backward(ctx, grad, grad_sign):
+        return 2 * grad
+
+
+class SineSpike(torch.autograd.Function):
+    """A spike with a periodic surrogate, sin(2x) / 2 (one term of spikingjelly's squarewave Fourier
+    series), its backward computed in the input's dtype: at float32's largest value 2x overflows and
+    cos(inf) is nan, as in the surrogate itself run in float32."""
+
+    @staticmethod
+    def forward(x):
+        return (x >= 0).to(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.cos(2 * x)
+
+    @staticmethod
+    def primitive_function(x):
+        return torch.sin(2 * x) / 2

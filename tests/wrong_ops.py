@@ -170,6 +170,18 @@ class WrongSlopeSurrogate(torch.autograd.Function):
         return grad / (1 + (2 * x) ** 2)  # should be 1 / (1 + (pi x)^2)
 
 
+class WrongInLowerPrecision(WrongSlopeSurrogate):
+    """The arctan spike, right in float64 and off by a quarter in every lower dtype: what a lower
+    dtype may lose to rounding (the surrogate run in it, a threshold at its rounding) excuses
+    nothing of the kind."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        right = grad / (1 + (math.pi * x) ** 2)
+        return right if x.dtype == torch.float64 else right * 0.75
+
+
 class SurrogateDetachedDoubleBackward(WrongSlopeSurrogate):
     """The arctan spike with the right slope, whose backward detaches x: declared double_backward,
     its second derivative comes out zero where the surrogate's is -2 pi^2 x / (1 + (pi x)^2)^2."""
@@ -307,6 +319,29 @@ class Float32BackwardClassic(torch.autograd.Function):
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
         return (grad.float() * (1 - y.float() * y.float())).to(grad.dtype)
+
+
+class Float32SoftmaxBackward(torch.autograd.Function):
+    """softmax over the last dimension whose float64 backward is computed in float32: not
+    elementwise, so the autograd oracle's third opinion (finite differences along where the two
+    gradients differ) is asked, and must side with the forward's autograd."""
+
+    opzoo_contract = opzoo.Contract(signature="(n)->(n)")
+
+    @staticmethod
+    def forward(x):
+        return torch.softmax(x, dim=-1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        g, y32 = grad.float(), y.float()
+        return (y32 * (g - (g * y32).sum(-1, keepdim=True))).to(grad.dtype)
 
 
 class BranchesOnValues(_ReLUBase):
@@ -710,6 +745,7 @@ WRONG = {
     ),
     "detached_undeclared": (SilentlyDetachedUndeclared, "double_backward", "once_differentiable"),
     "wrong_slope_surrogate": (WrongSlopeSurrogate, "gradient", "differs from the declared surrogate"),
+    "wrong_in_lower_precision": (WrongInLowerPrecision, "gradient", "differs from the declared surrogate"),
     "ste_drops_grad_output": (STEDropsGradOutput, "gradient", "not multiplied by grad_output"),
     "overflowing_surrogate": (
         OverflowingSurrogate,
@@ -728,6 +764,11 @@ WRONG = {
     "float32_backward": (Float32Backward, "autograd", "is part of the backward computed in a lower"),
     "float32_backward_classic": (
         Float32BackwardClassic,
+        "autograd",
+        "is part of the backward computed in a lower",
+    ),
+    "float32_softmax_backward": (
+        Float32SoftmaxBackward,
         "autograd",
         "is part of the backward computed in a lower",
     ),

@@ -248,6 +248,19 @@ def noncontiguous(t: torch.Tensor) -> torch.Tensor:
     return base[..., 0]
 
 
+def grad(
+    outs: Sequence[torch.Tensor], wrt: Sequence[torch.Tensor], gs: Sequence[torch.Tensor], **kw: Any
+) -> tuple[torch.Tensor | None, ...]:
+    """``torch.autograd.grad(outs, wrt, gs, allow_unused=True, **kw)`` over the outputs that are
+    differentiable: an output that does not require grad (one the Function marks
+    ``ctx.mark_non_differentiable``, an integer one) contributes nothing, as in torch's own
+    gradcheck; None for every input when no output is differentiable."""
+    pairs = [(o, g) for o, g in zip(outs, gs) if o.requires_grad]
+    if not pairs:
+        return (None,) * len(wrt)
+    return torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True, **kw)
+
+
 def vjp(
     op: Bound, xs: Sequence[torch.Tensor], gs: Sequence[torch.Tensor] | None = None, *, strided: bool = False
 ) -> tuple[Tensors, Tensors]:
@@ -257,7 +270,7 @@ def vjp(
     leaves = tuple(_leaf(x, strided) for x in xs)
     outs = op.outputs(*leaves)
     gs = grad_outputs(outs) if gs is None else tuple(gs)
-    grads = torch.autograd.grad(outs, leaves, gs, allow_unused=True)
+    grads = grad(outs, leaves, gs)
     return (
         tuple(o.detach() for o in outs),
         tuple(torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)),

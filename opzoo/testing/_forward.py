@@ -20,7 +20,7 @@ from torch.autograd import forward_ad
 from opzoo import _recording
 from opzoo.exceptions import one_line
 from opzoo.testing import _kinks
-from opzoo.testing._bound import PropertyFailed, Tensors, where
+from opzoo.testing._bound import PropertyFailed, Tensors, grad, where
 
 if TYPE_CHECKING:
     from opzoo.testing._bound import Bound
@@ -198,7 +198,8 @@ def _jacobian_times(
         jv = [torch.zeros(y.numel(), dtype=x.dtype, device=x.device) for x in xs]
         sc = [torch.zeros_like(t) for t in jv]
         rows = torch.zeros(y.numel(), dtype=torch.bool, device=y.device)
-        for r in _rows(y.numel()):
+        # an output the Function marks non-differentiable has no rows to hold a jvp to
+        for r in _rows(y.numel()) if y.requires_grad else ():
             e = torch.zeros(y.numel(), dtype=y.dtype, device=y.device)
             e[r] = 1
             grads = torch.autograd.grad(y, leaves, e.reshape(y.shape), retain_graph=True, allow_unused=True)
@@ -317,7 +318,7 @@ def _batched_backward(op: Bound, xs: Tensors, *, refusal_ok: bool = False) -> st
     ys = op.outputs(*leaves)
     gs = tuple(_grads(y.detach(), k) for k, y in enumerate(ys))
     try:
-        got = torch.autograd.grad(ys, leaves, gs, retain_graph=True, allow_unused=True, is_grads_batched=True)
+        got = grad(ys, leaves, gs, retain_graph=True, is_grads_batched=True)
     except Exception as exc:
         if not refusal_ok:
             raise
@@ -337,7 +338,7 @@ def _batched_backward(op: Bound, xs: Tensors, *, refusal_ok: bool = False) -> st
 
 
 def _grad(ys: Tensors, xs: Tensors, gs: Tensors) -> Tensors:
-    grads = torch.autograd.grad(ys, xs, gs, retain_graph=True, allow_unused=True)
+    grads = grad(ys, xs, gs, retain_graph=True)
     return tuple(torch.zeros_like(x) if g is None else g for x, g in zip(xs, grads))
 
 

@@ -21,6 +21,7 @@ from opzoo.testing._bound import (
     PropertyFailed,
     PropertySkipped,
     Tensors,
+    grad,
     grad_outputs,
     noncontiguous,
     once_differentiable,
@@ -201,7 +202,7 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
         outs = also_elsewhere(*leaves)
         # grad_outputs that require grad, as gradgradcheck's do: once_differentiable raises then
         gs = tuple(g.requires_grad_() for g in grad_outputs(outs))
-        firsts = torch.autograd.grad(outs, leaves, gs, create_graph=True, allow_unused=True)
+        firsts = grad(outs, leaves, gs, create_graph=True)
         if once_differentiable(firsts):
             raise RuntimeError("the backward is marked once_differentiable")
         torch.autograd.grad(

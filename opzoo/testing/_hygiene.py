@@ -13,6 +13,7 @@ from opzoo.testing._bound import (
     PropertyFailed,
     agree,
     close,
+    grad,
     grad_outputs,
     noncontiguous,
     same_bits,
@@ -70,12 +71,12 @@ def hygiene(op: Bound, *xs: torch.Tensor) -> None:
     unchanged("forward")
     gs = grad_outputs(outs)
     g_before = [(g.clone(), g._version) for g in gs]
-    first = torch.autograd.grad(outs, leaves, gs, retain_graph=True, allow_unused=True)
+    first = grad(outs, leaves, gs, retain_graph=True)
     for j, (g, (value, version)) in enumerate(zip(gs, g_before)):
         if g._version != version or not same_bits(g, value):
             raise PropertyFailed(f"backward mutated grad_output{where(j, len(gs), '')}")
     unchanged("backward")
-    second = torch.autograd.grad(outs, leaves, gs, allow_unused=True)
+    second = grad(outs, leaves, gs)
     for i, (x, g1, g2) in enumerate(zip(xs, first, second)):
         if g1 is None or g2 is None:
             continue

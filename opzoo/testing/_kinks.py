@@ -62,11 +62,16 @@ def gradcheck_rows(
     output elements that are not smooth, hold the backward to the valid generalised gradients there
     (PropertyFailed if it is not one), and run gradcheck again with those elements held at their
     values. A mismatch that is not at such an element re-raises gradcheck's error."""
-    fn = outputs_of(fn)
+    fn = differentiable_outputs(outputs_of(fn), inputs, notes)
     leaves = tuple(x.detach() for x in inputs)
     with torch.no_grad():
         base = tuple(o.detach() for o in fn(*leaves))
     finite = tuple(o.isfinite() for o in base)
+    if not any(bool(f.any()) for f in finite):
+        # nan or infinite everywhere (the first derivative of a variance of one element): nothing
+        # to check, and finite differences of it would only be slow
+        notes.append(_note(_onesided.UNDEFINED, subject_of(order), False))
+        return
     everywhere = all(bool(f.all()) for f in finite)
     error = _attempt(run, fn if everywhere else _held(fn, finite, base), fn, leaves, notes)
     if error is None:
@@ -88,6 +93,28 @@ def gradcheck_rows(
         # gradcheck's projections mix in the held elements' derivatives (0 * nan is nan): judge the
         # smooth elements one by one instead, as slow-mode gradcheck would
         strict(fn, leaves, probe, order=order)
+
+
+def differentiable_outputs(fn: Fn, inputs: Sequence[torch.Tensor], notes: list[str]) -> Fn:
+    """``fn`` with only the outputs that require grad when its inputs do: those a Function marks
+    ``ctx.mark_non_differentiable`` (roma's Procrustes returns four, two of them so) have no
+    gradient to check, as torch's own gradcheck leaves them out. Noted."""
+    leaves = tuple(x.detach().requires_grad_() for x in inputs)
+    with torch.enable_grad():
+        outs = fn(*leaves)
+    live = [j for j, o in enumerate(outs) if o.requires_grad]
+    if len(live) == len(outs) or not live:
+        return fn
+    dead = ", ".join(str(j) for j in range(len(outs)) if j not in live)
+    note = f"output(s) {dead} are not differentiable (the op marks them so): their gradient is not checked"
+    if note not in notes:
+        notes.append(note)
+
+    def call(*xs: torch.Tensor) -> Tensors:
+        outs = fn(*xs)
+        return tuple(outs[j] for j in live)
+
+    return call
 
 
 def _attempt(

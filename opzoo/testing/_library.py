@@ -13,7 +13,7 @@ import torch
 
 from opzoo._registry import OpSpec
 from opzoo.exceptions import one_line
-from opzoo.testing._bound import Bound, PropertyFailed, same_bits
+from opzoo.testing._bound import Bound, PropertyFailed, grad, same_bits
 
 #: What ``torch.library.opcheck`` tests on every drawn input: schema (no mutation, no aliasing),
 #: autograd registration, and the fake kernel against the real one (shapes, dtypes, strides).
@@ -82,7 +82,7 @@ def _aot(op: Any, tensors: tuple[torch.Tensor, ...], args: tuple[Any, ...]) -> d
     and traced outputs with torch.testing.assert_close, to which nan never equals nan (x ** y at
     x < 0 is nan both ways). The inputs themselves, else their magnitudes plus a half (the same
     shapes: what the trace is about); where neither gives finite outputs, it is not run."""
-    for candidate in (tensors, tuple((t.detach().abs() + 0.5).requires_grad_() for t in tensors)):
+    for candidate in (tensors, tuple(_shifted(t) for t in tensors)):
         with torch.no_grad():
             out = op.default(*candidate, *args)
         outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -94,6 +94,14 @@ def _aot(op: Any, tensors: tuple[torch.Tensor, ...], args: tuple[Any, ...]) -> d
                 raise_exception=False,
             )
     return {}
+
+
+def _shifted(t: torch.Tensor) -> torch.Tensor:
+    """A floating tensor's magnitudes plus a half, requiring grad; any other tensor (a mask, a class
+    target) as it is: it has no magnitude to shift, nor a gradient."""
+    if not t.is_floating_point():
+        return t
+    return (t.detach().abs() + 0.5).requires_grad_()
 
 
 def _same_as_function(
@@ -114,7 +122,7 @@ def _same_as_function(
         # A fixed, distinct grad_output per output, so a swapped or dropped one shows.
         grads = [_ramp(o, k) for k, o in enumerate(outs)]
         wrt = [t for t in leaves if t.requires_grad]
-        got = torch.autograd.grad(outs, wrt, grads, allow_unused=True) if outs[0].requires_grad else ()
+        got = grad(outs, wrt, grads) if any(o.requires_grad for o in outs) else ()
         return [o.detach() for o in outs], list(got)
 
     want_out, want_grad = run(apply)

@@ -443,7 +443,9 @@ def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
         for i, shape in enumerate(shapes):
             x = _spread(math.prod(shape), i, phase, lo * scale, hi * scale)
             xs.append(push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device))
-        out.append(_with_constants(spec, xs, dims, device) if dims else tuple(xs))
+        # constants (masks, class targets) get values of their kind whether or not a named dimension
+        # bounds them: a mask of an op with scalar cores, "(),()->()", is still a mask
+        out.append(_with_constants(spec, xs, dims, device))
     return out
 
 
