@@ -348,6 +348,11 @@ class Registry:
         def add(cls: Any) -> Any:
             offered = declare(cls, contract) if contract is not None else cls
             inner = offered.target if isinstance(offered, Declared) else offered
+            if not isinstance(inner, type):
+                raise TypeError(
+                    "register() takes an autograd Function or nn.Module class (or what declare() "
+                    f"returned), got {type(inner).__name__} {inner!r:.80}"
+                )
             key = (name or inner.__name__).lower()
             source = Source(entry_point=f"{inner.__module__}:{inner.__qualname__}")
             spec = make_spec(key, offered, source)

@@ -264,3 +264,11 @@ def test_public_api_is_pinned():
     assert opzoo.__all__ == PUBLIC_API
     for name in PUBLIC_API:
         getattr(opzoo, name)
+
+
+def test_register_refuses_what_is_not_a_class_in_one_line():
+    """A caller's slip (a tuple, an instance) is a TypeError that says what register takes, not an
+    AttributeError from deep inside."""
+    reg = Registry()
+    with pytest.raises(TypeError, match=r"register\(\) takes an autograd Function or nn.Module class"):
+        reg.register((fakeops.Double, "gradient"), name="pair")
