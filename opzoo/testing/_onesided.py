@@ -188,8 +188,9 @@ class Probe:
         if k:
             gap = self.up - self.down  # (f(x + hd) + f(x - hd) - 2 f(x)) / h: >= 0 if convex
             tol = TOL * (1 + torch.maximum(self.up.abs(), self.down.abs()))
-            convex_no |= (gap < -tol).any(1)
-            concave_no |= (gap > tol).any(1)
+            kinky = self._not_curvature(gap, gap.abs() > tol)
+            convex_no |= ((gap < 0) & kinky).any(1)
+            concave_no |= ((gap > 0) & kinky).any(1)
         # Linear along every line yet not linear (the median of equal values: odd, so no gap shows):
         # the central difference along each random direction against the coordinates' gradient.
         complete = self.diagonal or c == self.n
@@ -223,6 +224,22 @@ class Probe:
         # rounding in a difference quotient: a few ulps of the values differenced, over the step
         values = torch.cat([plus, minus], 1).abs().nan_to_num(0.0, 0.0, 0.0).amax(1, keepdim=True)
         self.noise = 8 * torch.finfo(torch.float64).eps * (base.abs().nan_to_num(0.0, 0.0, 0.0) + values) / H
+
+    def _not_curvature(self, gap: torch.Tensor, flagged: torch.Tensor) -> torch.Tensor:
+        """``flagged`` less the gaps that are a smooth function's curvature: h dᵀHd, which grows with
+        the number of elements along a random direction (a sum of squares over 100,000 elements
+        showed a gap of 0.28 at h = 1e-6, and was taken for a kink). Curvature's gap doubles with the
+        step and halves with it; a kink's stays (at the kink) or moves otherwise (near it)."""
+        for j in flagged.any(0).nonzero().reshape(-1).tolist():
+            d = self.dirs[j]
+            scaled = []
+            for step in (H / 2, 2 * H):
+                up = (self._at(step * d) - self.f0) / step
+                down = (self.f0 - self._at(-step * d)) / step
+                scaled.append((up - down) * (H / step))  # = gap if the gap is curvature
+            near = [(g - gap[:, j]).abs() <= 0.1 * gap[:, j].abs() for g in scaled]
+            flagged[:, j] &= ~(near[0] & near[1])
+        return flagged
 
     def _midpoints(self, base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Convexity along pairs of directions: f(x + h(a + b)/2) against the mean of f(x + ha) and
