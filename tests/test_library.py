@@ -9,6 +9,7 @@ import pytest
 import torch
 from conftest import EXAMPLE_OPS, FUNCTIONS, run_opzoo
 from correct_ops import DECLARED, Square, TanhClassmethod
+from upstream_ops import PairMean
 from wrong_ops import WrongStrides, WrongStridesClassic
 
 import opzoo
@@ -203,25 +204,6 @@ class LogSumExpAlong(torch.autograd.Function):
         x, y = ctx.saved_tensors
         # d/dx_i logsumexp(x) = softmax(x)_i
         return grad.unsqueeze(ctx.dim) * (x - y.unsqueeze(ctx.dim)).exp(), None
-
-
-class PairMean(torch.autograd.Function):
-    """The mean of each pair of neighbours, an odd one left alone: (n) -> (m), m = ceil(n / 2)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.length = x.shape[-1]
-        if x.shape[-1] % 2:
-            x = torch.cat([x, x[..., -1:]], dim=-1)
-        return x.unflatten(-1, (-1, 2)).mean(-1)
-
-    @staticmethod
-    def backward(ctx, grad):
-        g = (grad / 2).repeat_interleave(2, dim=-1)
-        if ctx.length % 2:
-            g = g[..., :-1].clone()
-            g[..., -1] *= 2
-        return g
 
 
 class DoubleGrad(torch.autograd.Function):
