@@ -449,6 +449,42 @@ def _roma_degenerate() -> tuple[bool, list[str]]:
     return nan_at == [True, False, True], lines
 
 
+@evidence("roma_singular_edge")
+def _roma_singular_edge() -> tuple[bool, list[str]]:
+    from roma.mappings import _ProcrustesManualDerivatives as P
+
+    def edge(n: int, shuffled: bool) -> torch.Tensor:
+        """n**3 values the way opzoo's old edge input laid them out (in order), or shuffled."""
+        k = torch.arange(n**3, dtype=F64)
+        values = -2 + 4 * (0.04 + 0.92 * ((k * 0.6180339887498949 + 0.137) % 1.0))
+        if shuffled:
+            values = values[torch.randperm(n**3, generator=torch.Generator().manual_seed(1))]
+        return values.reshape(n, n, n)
+
+    lines, spread = [], []
+    for name, shuffled in (("in order (the old edge input)", False), ("shuffled (the new one)", True)):
+        sv = torch.linalg.svdvals(edge(47, shuffled))
+        small = int((sv < 1e-10).sum(-1).min())
+        # roma's backward at (47, 47, 47) takes seconds; (8, 8, 8) has the same singular layout
+        m = edge(8, shuffled).requires_grad_()
+        r = P.apply(m, True, 0.0)[0]
+        g = torch.linspace(-1, 1, 8**3, dtype=F64).reshape(8, 8, 8)
+        strided = g.transpose(1, 2).contiguous().transpose(1, 2)  # the same values, other strides
+        (a,) = torch.autograd.grad(r, m, g, retain_graph=True)
+        (b,) = torch.autograd.grad(r, m, strided)
+        rel = ((a - b).abs().max() / a.abs().max()).item()
+        spread.append(rel)
+        lines.append(
+            f"(47, 47, 47) filled {name}: the matrices' smallest singular values "
+            f"{sv[:, -1].min().item():.1e} to {sv[:, -1].max().item():.1e}, each matrix with at least "
+            f"{small} of its 47 below 1e-10; at (8, 8, 8) (smallest at most "
+            f"{torch.linalg.svdvals(m.detach())[:, -1].max().item():.1e}), roma's gradient "
+            f"of R for one grad_output, contiguous vs transposed strides: they differ by {rel:.1e} of "
+            f"the largest element"
+        )
+    return spread[0] > 1e-6 and spread[1] < 1e-12, lines
+
+
 @evidence("support_boundary")
 def _boundary() -> tuple[bool, list[str]]:
     from entmax.root_finding import NormmaxBisectFunction as N

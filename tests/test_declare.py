@@ -150,6 +150,17 @@ def test_dims_of_both_signs_and_sides_of_one_are_drawn():
     assert all(seen.values()), seen
 
 
+def test_the_matrices_of_the_edge_inputs_are_well_conditioned():
+    """Every square matrix in an edge input is as well conditioned as a random one. Filled from a
+    linear sequence, the large edge's (47, 47) matrices were of rank about two, singular to rounding:
+    a point where a polar factor (roma's Procrustes) or an inverse has no derivative, and a correct op
+    went red there."""
+    for inputs in edge_inputs(spec_of(GRAM), "cpu"):  # (b, n, k): every named dimension one size
+        (a,) = inputs
+        if a.shape[-1] == a.shape[-2] >= 2:
+            assert torch.linalg.cond(a).max() < 1e5, a.shape
+
+
 def test_integer_targets_are_drawn_in_range_and_held_as_constants():
     """An Index input is drawn in [0, c) (c >= 1 then), held out of the differentiated inputs, and
     its gradient is None, rightly."""

@@ -495,10 +495,16 @@ def _max_loop(spec: OpSpec) -> int:
 
 def _spread(n: int, i: int, phase: int, lo: float, hi: float) -> torch.Tensor:
     """``n`` deterministic values in (lo, hi), a golden-ratio sequence shifted by the input ``i`` and
-    the ``phase``: distinct, spread over the whole interval, none at its centre."""
+    the ``phase`` (distinct, spread over the whole interval, none at its centre), in an order shuffled
+    by a generator seeded from ``i`` and ``phase``. The shuffle matters: laid out as a matrix, the
+    sequence in order is, but for its wrap-arounds, ``a + b*row + c*col``, of rank about two, so every
+    square matrix it filled (a (47, 47) core of the large edge input) was singular to rounding, a point
+    where polar factors and inverses have no derivative; shuffled, it is conditioned as a random
+    matrix is. One value (0-d, a single element) is not moved."""
     k = torch.arange(n, dtype=torch.float64)
     frac = (k * 0.6180339887498949 + 0.137 + 0.291 * i + 0.381966 * phase) % 1.0
-    return lo + (hi - lo) * (0.04 + 0.92 * frac)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(1 + 31 * i + 1009 * phase))
+    return lo + (hi - lo) * (0.04 + 0.92 * frac[order])
 
 
 def _with_constants(
