@@ -17,6 +17,13 @@ except ModuleNotFoundError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# One intra-op thread per process, set before any worker starts (pytest-xdist's workers, and the
+# subprocesses tests start, inherit it). The suite runs a worker per core and each starts processes
+# of its own: torch's default of a thread per core in each oversubscribed the cores, and OpenMP
+# threads that wait on each other spin (the property tests ran 1.3x faster with one). Set only if
+# unset, so a run can still ask for more; tests that are about thread counts set their own.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # The ops the suite checks, by kind, derived rather than listed, so that a new op is tested without
 # touching this file: the built-ins from opzoo's own pyproject.toml (the entry points it installs),
 # the example plugins' ops from the registry (the README's set-up installs plugins/*, except those

@@ -11,6 +11,9 @@ from conftest import run_opzoo
 
 import opzoo
 
+# One worker runs this module, so that its `results` (one `opzoo check` of every op) is computed once.
+pytestmark = pytest.mark.xdist_group("general_ops")
+
 RIGHT = ["matmul", "rowsum", "sincos", "roll"]
 # wrong op -> (the property that must catch it, what its report must say)
 WRONG = {

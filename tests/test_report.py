@@ -17,6 +17,9 @@ from opzoo import _report
 from opzoo.cli import main
 from opzoo.exceptions import ConfigError
 
+# One worker runs this module, so that its `report` (a run of the checks and the plots) is made once.
+pytestmark = pytest.mark.xdist_group("report")
+
 WRONG = "wrong_ops:WrongSign"  # an import path: reported with no registration (tests/ is on sys.path)
 
 

@@ -403,7 +403,8 @@ def test_deterministic_runs_are_bit_identical_across_processes():
 
     Without it, MKL_CBWR=AVX2 alone moves the final loss of this run in the fifth digit.
     """
-    settings = [{}, {"OMP_NUM_THREADS": "1"}, {"MKL_CBWR": "AVX2"}, {"MKL_CBWR": "COMPATIBLE"}]
+    every_core = {"OMP_NUM_THREADS": str(os.cpu_count())}  # torch's default (the suite sets 1)
+    settings = [every_core, {"OMP_NUM_THREADS": "1"}, {"MKL_CBWR": "AVX2"}, {"MKL_CBWR": "COMPATIBLE"}]
     finals = set()
     for env in settings:
         out = run_opzoo("train", *KILLED_RUN, "--json", env=env)
