@@ -38,6 +38,16 @@ SMALL_FLAGS = [
 torchrun_group = pytest.mark.xdist_group("torchrun")
 
 
+@torchrun_group
+def test_a_group_of_tests_shares_one_worker(request):
+    """Under --dist loadgroup (dev.py test) a test of an xdist_group carries the group in its node id,
+    which is how pytest-xdist sends the group to one worker. With pytest 9.2 it silently did not:
+    the torchrun tests, which each want both cores, ran side by side (pytest-dev/pytest-xdist#1386)."""
+    if not request.config.getoption("loadgroup", default=False):
+        pytest.skip("not run with --dist loadgroup")
+    assert request.node.nodeid.endswith("@torchrun"), request.node.nodeid
+
+
 def torchrun(*args: str, cwd, nproc: int = 2) -> subprocess.CompletedProcess:
     """``torchrun --standalone --nproc-per-node NPROC -m opzoo train --device cpu ARGS`` (a free port)."""
     env = {k: v for k, v in os.environ.items() if k not in _distributed.ENV} | {"OMP_NUM_THREADS": "1"}
