@@ -383,12 +383,18 @@ CAUSES = (
         "reach yet).",
         ("roma_procrustes",),
         ("*",),
-        r"does not require grad|for output [23] .*analytical 0\b",
+        r"does not require grad|for output [23] .*analytical 0\b|directional derivative mismatch",
         ("roma_first_order",),
         fixed=(
             "every gradient is now taken over the outputs that require grad, and gradcheck leaves the "
             "others out, as torch's own does (opzoo/testing/_bound.py `grad`, _kinks.py); "
-            "`ScaledWithSign` in tests/upstream_ops.py was red in 7 properties and is green."
+            "`ScaledWithSign` in tests/upstream_ops.py was red in 7 properties and is green. Two checks "
+            "still held U and V against the backward, seen once the large edge input was no longer "
+            "singular: the large input's directional check weighed their finite differences (numerical "
+            "123 against analytical 30.6), and autograd of the forward differentiated them; both now "
+            "leave out what the Function marks (opzoo/testing/_bound.py `differentiable`), and "
+            "`DoubledWithCube`, `(2 x, x³)` with x³ marked, red in `gradient` and `autograd` before, "
+            "is green."
         ),
     ),
 )

@@ -48,6 +48,7 @@ PIECEWISE_SPIKE = declare(
 SPARSEMAX_BISECT = declare(up.SparsemaxBisect, signature="(n)->(n)", min_sizes={"n": 1})
 MASKED = declare(up.MaskedScale, signature="(),()->()", inputs={"valid": Mask()})
 WITH_SIGN = declare(up.ScaledWithSign, signature="()->(),()")
+WITH_CUBE = declare(up.DoubledWithCube, signature="()->(),()")
 SINE_SPIKE = declare(up.SineSpike, surrogate=up.SineSpike.primitive_function)
 
 
@@ -193,6 +194,7 @@ def test_integer_targets_are_drawn_in_range_and_held_as_constants():
         SPARSEMAX_BISECT,
         MASKED,
         WITH_SIGN,
+        WITH_CUBE,
     ],
     ids=lambda d: d.target.__name__,
 )

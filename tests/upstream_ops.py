@@ -246,6 +246,22 @@ class ScaledWithSign(torch.autograd.Function):
         return 2 * grad
 
 
+class DoubledWithCube(torch.autograd.Function):
+    """``(2 x, x³)``, the second output marked non-differentiable although it varies smoothly with
+    ``x``, as roma's Procrustes marks U and V: by the Function's word it has no gradient, so a
+    finite difference of it is no evidence against the backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        cube = x**3
+        ctx.mark_non_differentiable(cube)
+        return 2 * x, cube
+
+    @staticmethod
+    def backward(ctx, grad, grad_cube):
+        return 2 * grad
+
+
 class SineSpike(torch.autograd.Function):
     """A spike with a periodic surrogate, sin(2x) / 2 (one term of spikingjelly's squarewave Fourier
     series), its backward computed in the input's dtype: at float32's largest value 2x overflows and

@@ -239,6 +239,14 @@ def grad_outputs(outs: Sequence[torch.Tensor]) -> Tensors:
     return tuple(ramp(o.detach(), k) for k, o in enumerate(outs))
 
 
+def differentiable(op: Bound, xs: Sequence[torch.Tensor]) -> tuple[bool, ...]:
+    """For each output of ``op`` at ``xs``, whether autograd may differentiate it: not one its
+    Function marks ``ctx.mark_non_differentiable`` (roma's U and V, which vary smoothly with the
+    input all the same), nor an integer one. A difference quotient or another derivative of the
+    others is no evidence against the backward, which, as in torch's gradcheck, leaves them out."""
+    return tuple(o.requires_grad for o in op.outputs(*(_leaf(x, False) for x in xs)))
+
+
 def noncontiguous(t: torch.Tensor) -> torch.Tensor:
     """The same values in a non-contiguous layout: a transpose for 2+ dims, else a strided slice."""
     if t.dim() >= 2 and t.shape[-1] > 1 and t.shape[-2] > 1:

@@ -19,7 +19,16 @@ import torch
 from opzoo import _recording
 from opzoo.exceptions import one_line
 from opzoo.testing import _kinks, _onesided
-from opzoo.testing._bound import Bound, PropertyFailed, Tensors, agree, grad_outputs, vjp, where
+from opzoo.testing._bound import (
+    Bound,
+    PropertyFailed,
+    Tensors,
+    agree,
+    differentiable,
+    grad_outputs,
+    vjp,
+    where,
+)
 from opzoo.testing._onesided import Probe
 
 #: The oracle's tolerance: float64 arithmetic in another order, relative to the gradient's scale.
@@ -46,7 +55,9 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
         op.notes.append("forward is not built of differentiable torch operations: no autograd oracle")
         return
     gs = grad_outputs(outs)
-    live = [i for i, o in enumerate(outs) if o.requires_grad]
+    # the outputs the op differentiates: autograd of the forward also reaches those the Function
+    # marks non-differentiable, whose derivative the backward rightly leaves out
+    live = [i for i, (o, d) in enumerate(zip(outs, differentiable(op, xs))) if o.requires_grad and d]
 
     def both(weights: Sequence[torch.Tensor]) -> tuple[Tensors, Tensors]:
         """The backward's and autograd's gradient of sum(out_j * weights_j)."""
