@@ -204,6 +204,20 @@ def test_correct_upstream_functions_pass_every_property(declared):
     assert {r.prop for r in results} == set(PROPERTIES)
 
 
+@pytest.mark.parametrize("declared", [WITH_SIGN, WITH_CUBE], ids=lambda d: d.target.__name__)
+def test_an_output_marked_non_differentiable_is_left_out_and_the_rest_checked(declared):
+    """A marked output (roma's U and V) takes no part in any derivative check, and the checks of
+    the others run: a skip would pass assert_correct as silently as a pass. double_backward once
+    asked autograd for a derivative through the marked output too, torch refused, and the refusal
+    read as 'no second derivative': roma's wrong second derivative went unseen."""
+    results = assert_correct(
+        declared, devices=["cpu"], properties=["gradient", "double_backward", "autograd"]
+    )
+    assert {r.prop: r.status for r in results} == dict.fromkeys(
+        ["gradient", "double_backward", "autograd"], "pass"
+    )
+
+
 def _t(values):
     return torch.tensor(values, dtype=torch.float64)
 
