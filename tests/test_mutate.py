@@ -255,3 +255,19 @@ def test_layout_gives_the_op_a_strided_slice_as_it_is():
     reg.register(Spy, name="spy")
     replay(reg.info("spy"), "layout", {}, torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
     assert False in seen
+
+
+def test_a_mutants_broadcast_count_traces_without_a_dynamo_warning(capfd):
+    """`compile` traces a mutant's backward, its count of broadcast uses included: written with a
+    builtin max(..., default=0) it made Dynamo print "incorrect arg count ... _call_min_max" into
+    `opzoo mutate`'s output."""
+    from opzoo.testing._mutants import Site, _broadcast
+
+    def scaled(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        site = Site(xs=(x, y), signature=2, cores=(0, 0), contiguous=(True, True))
+        return x * _broadcast(site)[1]
+
+    x, y = torch.ones(2, 3), torch.ones(3)
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(scaled, backend="eager", fullgraph=True)(x, y), x * 2)  # y used twice
+    assert "incorrect arg count" not in capfd.readouterr().err

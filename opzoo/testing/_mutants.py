@@ -221,7 +221,7 @@ def _broadcast(site: Site) -> list[float]:
     """How many times each of ``site.xs`` was used by broadcasting: the loop shape all signature
     inputs broadcast to over its own (a learnable tensor: the first input's elements over its own)."""
     loops = [tuple(x.shape[: x.dim() - c]) for x, c in zip(site.xs, site.cores)]
-    rank = max((len(s) for s in loops), default=0)
+    rank = max([0, *(len(s) for s in loops)])  # not default=0: Dynamo traces this, and warns at it
     full = [1] * rank
     for s in loops:
         for k, size in enumerate(s):
