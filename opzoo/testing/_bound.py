@@ -239,6 +239,17 @@ def grad_outputs(outs: Sequence[torch.Tensor]) -> Tensors:
     return tuple(ramp(o.detach(), k) for k, o in enumerate(outs))
 
 
+def rejects(op: Bound, xs: Sequence[torch.Tensor]) -> BaseException | None:
+    """The error the op's forward raises on ``xs``, or None if it takes them. It runs on copies: a
+    forward that writes into its input must not change the example the property then sees."""
+    try:
+        with torch.no_grad():
+            op(*(x.clone() for x in xs))
+    except Exception as exc:  # the op's own code: anything
+        return exc
+    return None
+
+
 def differentiable(op: Bound, xs: Sequence[torch.Tensor]) -> tuple[bool, ...]:
     """For each output of ``op`` at ``xs``, whether autograd may differentiate it: not one its
     Function marks ``ctx.mark_non_differentiable`` (roma's U and V, which vary smoothly with the

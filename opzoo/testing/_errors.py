@@ -170,8 +170,9 @@ def error_samples(
     from hypothesis import given, settings
 
     from opzoo.testing import _profiles
+    from opzoo.testing._bound import rejects
     from opzoo.testing._repeatable import seeded_torch
-    from opzoo.testing._runner import rejects, split
+    from opzoo.testing._runner import split
     from opzoo.testing.strategies import cases, edge_inputs, fixed_inputs
 
     found = Errors(spec.name, oracle_name(spec))

@@ -26,6 +26,7 @@ from opzoo.testing._bound import (
     agree,
     differentiable,
     grad_outputs,
+    rejects,
     vjp,
     where,
 )
@@ -267,6 +268,15 @@ def extremes(op: Bound, *xs: torch.Tensor) -> None:
         if all(b.numel() == 0 for b in big):
             continue
         op_d = op.cast(dtype)
+        refused = rejects(op_d, big)
+        if refused is not None:
+            # a limit of the forward (a matrix that float32 rounds to singular), not of the backward:
+            # left out, as every property leaves out an input the forward rejects
+            op.notes.append(
+                f"in {name}, the forward rejects the input scaled by {scale:g} "
+                f"({one_line(refused, with_type=True)}): not checked there"
+            )
+            continue
         outs, grads = vjp(op_d, big)
         finite = _finite_nearby(op_d, big, outs, diagonal)
         wrong = [finite & ~g.isfinite() if diagonal else finite.all() & ~g.isfinite() for g in grads]

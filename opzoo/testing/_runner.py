@@ -18,7 +18,7 @@ from opzoo._contract import Contract
 from opzoo._registry import OpSpec, Registry
 from opzoo.exceptions import one_line
 from opzoo.testing import _profiles
-from opzoo.testing._bound import LARGE, Bound, PropertyFailed, PropertySkipped, bind
+from opzoo.testing._bound import LARGE, PropertyFailed, PropertySkipped, bind, rejects
 from opzoo.testing._repeatable import seeded_torch, without_local_constants
 from opzoo.testing._signals import PropertyTimeout, insistent_interrupt, time_limit
 from opzoo.testing.properties import PROPERTIES
@@ -209,17 +209,6 @@ def split(
         return inputs, {}
     xs = tuple(x for i, x in enumerate(inputs) if i not in kinds)
     return xs, {i: inputs[i] for i in kinds if i < len(inputs)}
-
-
-def rejects(op: Bound, xs: tuple[torch.Tensor, ...]) -> BaseException | None:
-    """The error the op's forward raises on ``xs``, or None if it takes them. It runs on copies: a
-    forward that writes into its input must not change the example the property then sees."""
-    try:
-        with torch.no_grad():
-            op(*(x.clone() for x in xs))
-    except Exception as exc:  # the op's own code: anything
-        return exc
-    return None
 
 
 def replay(
