@@ -196,6 +196,9 @@ def test_mutate_prints_the_killer_and_the_survivors_reason():
         (("-m", "bogus"), "unknown mutant 'bogus'"),
         (("--min-score", "high"), "--min-score: a score is a fraction from 0 to 1"),
         (("--jobs", "0"), "--jobs must be a positive integer"),
+        # opzoo check's limits: past a week the timers underneath overflow
+        (("--timeout", "1e300"), "--timeout must be a positive number of seconds, at most 604800"),
+        (("--examples", "200000"), "--examples must be a positive integer, at most 100000"),
         (("-p", "nope"), "unknown property 'nope'"),
         (("nosuchop",), "no op named 'nosuchop'"),
     ],

@@ -15,6 +15,9 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: at all, and past about 1e10 s the timers underneath overflow (every property failed with
 #: OverflowError at --timeout 1e300).
 MAX_SECONDS = 7 * 24 * 3600.0
+#: Hypothesis examples per property, at most (--examples): 330 times the thorough profile's. Beyond,
+#: hypothesis itself fails (at 1e8 with FlakyStrategyDefinition; at 1e9 and more it never started).
+MAX_EXAMPLES = 100_000
 
 
 def check_seconds(flag: str, value: float) -> None:
@@ -27,6 +30,20 @@ def check_seconds(flag: str, value: float) -> None:
         raise ConfigError(
             f"{flag} must be a positive number of seconds, at most {MAX_SECONDS:.0f} (a week), got {value:g}"
         )
+
+
+def check_run_limits(args: argparse.Namespace) -> None:
+    """The limits of a command that runs checks (check, report, mutate): ``--timeout``,
+    ``--examples`` and ``--jobs``, one line for each bad value, before anything runs."""
+    from opzoo.exceptions import ConfigError
+
+    check_seconds("--timeout", args.timeout)
+    if args.examples is not None and not 0 < args.examples <= MAX_EXAMPLES:
+        raise ConfigError(
+            f"--examples must be a positive integer, at most {MAX_EXAMPLES}, got {args.examples}"
+        )
+    if args.jobs is not None and args.jobs <= 0:
+        raise ConfigError(f"--jobs must be a positive integer, got {args.jobs}")
 
 
 def registry_from(args: argparse.Namespace) -> Any:

@@ -8,16 +8,12 @@ import sys
 import textwrap
 from typing import Any, Sequence
 
-from opzoo._commands import EXIT_FAILED, EXIT_OK, check_seconds, print_json, registry_from
+from opzoo._commands import EXIT_FAILED, EXIT_OK, check_run_limits, print_json, registry_from
 from opzoo._records import json_safe
 from opzoo.exceptions import ConfigError
 from opzoo.testing._profiles import HELP as PROFILES_HELP
 from opzoo.testing._profiles import PROFILES
 from opzoo.testing.properties import parse_properties, summaries
-
-#: Hypothesis examples per property, at most: 330 times the thorough profile's. Beyond, hypothesis
-#: itself fails (at 1e8 with FlakyStrategyDefinition; at 1e9 and more it never started).
-MAX_EXAMPLES = 100_000
 
 
 def add_check(sub: Any) -> argparse.ArgumentParser:
@@ -80,13 +76,7 @@ def add_check(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    check_seconds("--timeout", args.timeout)
-    if args.examples is not None and not 0 < args.examples <= MAX_EXAMPLES:
-        raise ConfigError(
-            f"--examples must be a positive integer, at most {MAX_EXAMPLES}, got {args.examples}"
-        )
-    if args.jobs is not None and args.jobs <= 0:
-        raise ConfigError(f"--jobs must be a positive integer, got {args.jobs}")
+    check_run_limits(args)
     try:
         props = parse_properties(args.property)
     except ValueError as exc:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import textwrap
 import time
 from typing import Any
 
-from opzoo._commands import EXIT_FAILED, EXIT_OK, json_stream, registry_from
+from opzoo._commands import EXIT_FAILED, EXIT_OK, check_run_limits, json_stream, registry_from
 from opzoo._records import json_safe
 from opzoo.exceptions import ConfigError
 from opzoo.testing._mutants import parse_mutants
@@ -83,12 +82,7 @@ def add_mutate(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_mutate(args: argparse.Namespace) -> int:
-    if args.examples is not None and args.examples <= 0:
-        raise ConfigError(f"--examples must be a positive integer, got {args.examples}")
-    if args.jobs is not None and args.jobs <= 0:
-        raise ConfigError(f"--jobs must be a positive integer, got {args.jobs}")
-    if not (math.isfinite(args.timeout) and args.timeout > 0):
-        raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    check_run_limits(args)  # opzoo check's limits: a week, 100,000 examples
     try:
         mutants = parse_mutants(args.mutant)
         props = parse_properties(args.property)

@@ -7,8 +7,7 @@ import sys
 import textwrap
 from typing import Any
 
-from opzoo._commands import EXIT_FAILED, EXIT_OK, check_seconds, registry_from
-from opzoo._commands.check import MAX_EXAMPLES
+from opzoo._commands import EXIT_FAILED, EXIT_OK, check_run_limits, registry_from
 from opzoo.exceptions import ConfigError
 from opzoo.testing._profiles import HELP as PROFILES_HELP
 from opzoo.testing._profiles import PROFILES
@@ -59,14 +58,7 @@ def add_report(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    # the same limits as opzoo check's: one line for each bad value, before anything runs
-    check_seconds("--timeout", args.timeout)
-    if args.examples is not None and not 0 < args.examples <= MAX_EXAMPLES:
-        raise ConfigError(
-            f"--examples must be a positive integer, at most {MAX_EXAMPLES}, got {args.examples}"
-        )
-    if args.jobs is not None and args.jobs <= 0:
-        raise ConfigError(f"--jobs must be a positive integer, got {args.jobs}")
+    check_run_limits(args)  # the same limits as opzoo check's
     from opzoo import _files
 
     # a destination opzoo would not replace is refused before minutes of checks, not after
