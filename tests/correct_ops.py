@@ -101,6 +101,26 @@ class CrossEntropy(torch.autograd.Function):
         return grad.unsqueeze(1) * (torch.softmax(X, dim=1) - onehot), None, None
 
 
+class SinCos(torch.autograd.Function):
+    """x -> (sin x, cos x): an op of two outputs."""
+
+    opzoo_contract = opzoo.Contract(signature="()->(),()")
+
+    @staticmethod
+    def forward(x):
+        return torch.sin(x), torch.cos(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad_sin, grad_cos):
+        (x,) = ctx.saved_tensors
+        # d/dx sin = cos, d/dx cos = -sin
+        return grad_sin * torch.cos(x) - grad_cos * torch.sin(x)
+
+
 #: name -> class; "seed_myrelu" is the seed tutorial's MyReLU, verbatim (tests/seed_program.py)
 CORRECT = {"cube": Cube, "square": Square, "once": OnceDifferentiable, "seed_myrelu": SeedMyReLU}
 

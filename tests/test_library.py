@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 from conftest import EXAMPLE_OPS, FUNCTIONS, run_opzoo
-from correct_ops import DECLARED, Square, TanhClassmethod
+from correct_ops import DECLARED, SinCos, Square, TanhClassmethod
 from upstream_ops import PairMean
 from wrong_ops import WrongStrides, WrongStridesClassic
 
@@ -40,26 +40,6 @@ class MatMul(torch.autograd.Function):
         gx = grad @ w.mT if ctx.needs_input_grad[0] else None
         gw = (x.mT @ grad).sum_to_size(w.shape) if ctx.needs_input_grad[1] else None
         return gx, gw
-
-
-class SinCos(torch.autograd.Function):
-    """(sin x, cos x): two outputs."""
-
-    opzoo_contract = opzoo.Contract(signature="()->(),()")
-
-    @staticmethod
-    def forward(x):
-        return torch.sin(x), torch.cos(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad_sin, grad_cos):
-        (x,) = ctx.saved_tensors
-        # d/dx sin = cos, d/dx cos = -sin
-        return grad_sin * torch.cos(x) - grad_cos * torch.sin(x)
 
 
 class Scaled(torch.autograd.Function):

@@ -11,32 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import run_opzoo
-from correct_ops import Cube, RoundsByPath, SeedMyReLU
+from correct_ops import Cube, RoundsByPath, SeedMyReLU, SinCos
 
 import opzoo
 from opzoo.testing._mutants import MUTANTS
 from opzoo.testing._mutate import CONTROL, KILLED, NOT_APPLICABLE, SURVIVED, Score, mutate_one, parse_score
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class SinCos(torch.autograd.Function):
-    """x -> (sin x, cos x): an op of two outputs."""
-
-    opzoo_contract = opzoo.Contract(signature="()->(),()")
-
-    @staticmethod
-    def forward(x):
-        return torch.sin(x), torch.cos(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, gs, gc):
-        (x,) = ctx.saved_tensors
-        return gs * torch.cos(x) - gc * torch.sin(x)
 
 
 class Sqrt(torch.autograd.Function):
