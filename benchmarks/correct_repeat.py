@@ -69,7 +69,7 @@ RUN = """
 import importlib, json, sys
 sys.path[:0] = {paths!r}
 import opzoo
-from opzoo.testing._parallel import check_all, default_jobs
+from opzoo.testing.running._parallel import check_all, default_jobs
 from opzoo.testing.properties import PROPERTIES
 reg = opzoo.Registry()
 for name, (module, attr) in {ops!r}:

@@ -5,8 +5,8 @@
 
 For each op (all registered ops by default) and each dtype, on the inputs its ``reference`` check
 sees under the ci profile (50 derandomized examples, the fixed and the edge inputs): ``k = |g - g64|
-/ (eps * scale)`` per gradient element (``opzoo.testing._budget``, measured by
-``opzoo.testing._errors``), and prints a Markdown table: the elements measured, the worst ``k``, the
+/ (eps * scale)`` per gradient element (``opzoo.testing.checks._budget``, measured by
+``opzoo.testing.running._errors``), and prints a Markdown table: the elements measured, the worst ``k``, the
 worst ``k - 2 k_par`` (what the budget holds the op to; ``k_par`` is torch's own reference computed
 in that dtype) and the budget. The output, with the date and commit it prints first, goes into
 docs/testing.md ("Error budgets").
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-from opzoo._loading import load
-from opzoo.testing._budget import BUDGETS
-from opzoo.testing._errors import error_samples
+from opzoo.core._loading import load
+from opzoo.testing.checks._budget import BUDGETS
+from opzoo.testing.running._errors import error_samples
 
 DTYPES = ("float64", "float32", "bfloat16", "float16")
 

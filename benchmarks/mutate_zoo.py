@@ -46,7 +46,7 @@ def _fixtures() -> Any:
 
 
 def run(name: str, reg: Any, names: list[str], jobs: int) -> dict[str, Any]:
-    from opzoo.testing._mutate import Score, mutate
+    from opzoo.testing.mutation._mutate import Score, mutate
 
     specs = [reg.info(n) for n in names] if names else sorted(reg.load_all(), key=lambda s: s.name)
     began, cpu = time.perf_counter(), _cpu()
@@ -94,8 +94,8 @@ def main() -> int:
     parser.add_argument("-j", "--jobs", type=int, default=None, help="worker processes (default: every CPU)")
     parser.add_argument("--json", help="write the verdicts here")
     args = parser.parse_args()
-    from opzoo._loading import load
-    from opzoo.testing._parallel import default_jobs
+    from opzoo.core._loading import load
+    from opzoo.testing.running._parallel import default_jobs
 
     jobs = args.jobs or default_jobs()
     out = []

@@ -193,7 +193,8 @@ CAUSES = (
         "Jacobian mismatch|nan",
         fixed=(
             "the kinks merge classifies each output element from one-sided differences and holds the "
-            "backward to the valid generalised gradients there (opzoo/testing/_onesided.py, _kinks.py); "
+            "backward to the valid generalised gradients there "
+            "(opzoo/testing/checks/_onesided.py, _kinks.py); "
             "the correct ops of tests/correct_ops.py AT_KINKS (ties, cones, jumps, points not finite "
             "nearby) were red there and are green."
         ),
@@ -255,7 +256,7 @@ CAUSES = (
         "inf",
         fixed=(
             "the kinks merge excuses a derivative that is not finite where the forward is not finite "
-            "within a small step (opzoo/testing/_oracles.py `extremes`)."
+            "within a small step (opzoo/testing/checks/_oracles.py `extremes`)."
         ),
     ),
 )

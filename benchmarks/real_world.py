@@ -238,7 +238,7 @@ CAUSES = (
         ("bisect_autograd",),
         fixed=(
             "where the backward and the forward's autograd differ, the autograd check now asks finite "
-            "differences along their difference (opzoo/testing/_oracles.py); `SparsemaxBisect` in "
+            "differences along their difference (opzoo/testing/checks/_oracles.py); `SparsemaxBisect` in "
             "tests/upstream_ops.py was red there and is green."
         ),
     ),
@@ -387,12 +387,12 @@ CAUSES = (
         ("roma_first_order",),
         fixed=(
             "every gradient is now taken over the outputs that require grad, and gradcheck leaves the "
-            "others out, as torch's own does (opzoo/testing/_bound.py `grad`, _kinks.py); "
+            "others out, as torch's own does (opzoo/testing/checks/_bound.py `grad`, _kinks.py); "
             "`ScaledWithSign` in tests/upstream_ops.py was red in 7 properties and is green. Two checks "
             "still held U and V against the backward, seen once the large edge input was no longer "
             "singular: the large input's directional check weighed their finite differences (numerical "
             "123 against analytical 30.6), and autograd of the forward differentiated them; both now "
-            "leave out what the Function marks (opzoo/testing/_bound.py `differentiable`), and "
+            "leave out what the Function marks (opzoo/testing/checks/_bound.py `differentiable`), and "
             "`DoubledWithCube`, `(2 x, x³)` with x³ marked, red in `gradient` and `autograd` before, "
             "is green. And `double_backward`'s check of the first derivative along the grad_outputs "
             "asked autograd through U and V, which torch refused; the refusal read as 'no second "

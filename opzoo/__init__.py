@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from opzoo._contract import Contract
-from opzoo._loading import load
-from opzoo._params import Dim, Index, Mask, Param
 from opzoo._records import Failure, Source
-from opzoo._registry import Declared, OpSpec, Registry, declare
+from opzoo._version import __version__ as __version__
+from opzoo.core._contract import Contract
+from opzoo.core._default import registry
+from opzoo.core._loading import load
+from opzoo.core._params import Dim, Index, Mask, Param
+from opzoo.core._registry import Declared, OpSpec, Registry, declare
 from opzoo.exceptions import (
     CheckpointError,
     CompileError,
@@ -29,10 +31,9 @@ from opzoo.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from opzoo import library, nn, testing
-    from opzoo._compare import Comparison, compare
-    from opzoo._trainer import TrainConfig, TrainResult, train
+    from opzoo.trainer._compare import Comparison, compare
+    from opzoo.trainer._trainer import TrainConfig, TrainResult, train
 
-__version__ = "0.1.0"
 
 __all__ = [
     "CheckpointError",
@@ -75,18 +76,6 @@ __all__ = [
     "train",
 ]
 
-# The registry behind the convenience functions below. The CLI and the pytest plugin load their own
-# and pass it along; nothing outside this module assigns it.
-_default: Registry | None = None
-
-
-def registry(*, reload: bool = False) -> Registry:
-    """Return the process-wide default registry, loading installed plugins on first use."""
-    global _default
-    if _default is None or reload:
-        _default = load()
-    return _default
-
 
 def get(name: str) -> type:
     """Return the op class registered as ``name`` (case-insensitive; ``dist:name`` to qualify)."""
@@ -119,9 +108,9 @@ def __getattr__(attr: str) -> Any:
     import importlib
 
     if attr in ("train", "TrainConfig", "TrainResult"):
-        return getattr(importlib.import_module("opzoo._trainer"), attr)
+        return getattr(importlib.import_module("opzoo.trainer._trainer"), attr)
     if attr in ("compare", "Comparison"):
-        return getattr(importlib.import_module("opzoo._compare"), attr)
+        return getattr(importlib.import_module("opzoo.trainer._compare"), attr)
     if attr in ("library", "nn", "testing"):
         return importlib.import_module(f"opzoo.{attr}")
     raise AttributeError(f"module 'opzoo' has no attribute {attr!r}")

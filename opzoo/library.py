@@ -12,7 +12,7 @@ contract, so it builds it for any registered Function, built-in or plugin, with 
   an elementwise op);
 - the autograd formula is the Function's own ``setup_context`` and ``backward``, so gradients through
   the bridged op are the Function's, bit for bit. A classic ``forward(ctx, ...)`` has no
-  ``setup_context``: forward runs again there with a recording context (:mod:`opzoo._recording`),
+  ``setup_context``: forward runs again there with a recording context (:mod:`opzoo.core._recording`),
   and what it saved goes into the real one.
 
 Name mapping (``torch.ops.opzoo`` is one namespace per process): an op name made of ``[a-z0-9_]``
@@ -32,10 +32,10 @@ from typing import Any, Sequence
 
 import torch
 
-from opzoo import _recording
-from opzoo._arguments import TENSOR
-from opzoo._contract import _call_with
-from opzoo._registry import OpSpec, Registry
+from opzoo.core import _recording
+from opzoo.core._arguments import TENSOR
+from opzoo.core._contract import _call_with
+from opzoo.core._registry import OpSpec, Registry
 from opzoo.exceptions import LibraryError, one_line
 
 __all__ = ["NAMESPACE", "load", "op", "schema", "torch_name", "why_not"]
@@ -386,6 +386,6 @@ def _qualname(target: type) -> str:
 def _registry(registry: Registry | None) -> Registry:
     if registry is not None:
         return registry
-    import opzoo
+    from opzoo.core._default import registry as default
 
-    return opzoo.registry()
+    return default()

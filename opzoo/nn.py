@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import torch
 
-from opzoo._registry import OpSpec
+from opzoo.core._registry import OpSpec
 from opzoo.exceptions import ParamError
 
 if TYPE_CHECKING:
-    from opzoo._registry import Registry
+    from opzoo.core._registry import Registry
 
 BASELINE_PREFIX = "torch:"
 
@@ -183,6 +183,6 @@ def create(
 def _registry(registry: Registry | None) -> Registry:
     if registry is not None:
         return registry
-    import opzoo
+    from opzoo.core._default import registry as default
 
-    return opzoo.registry()
+    return default()

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from opzoo.testing._profiles import HELP as PROFILES_HELP
-from opzoo.testing._profiles import PROFILES
 from opzoo.testing.properties import parse_properties
+from opzoo.testing.running._profiles import HELP as PROFILES_HELP
+from opzoo.testing.running._profiles import PROFILES
 
 # The registry this session checks, loaded once at collection; kept on the config, not in a global.
 REGISTRY = pytest.StashKey[Any]()
@@ -142,7 +142,15 @@ class MutantItem(pytest.Item):
         self.op, self.mutant = op, mutant
 
     def runtest(self) -> None:
-        from opzoo.testing._mutate import CONTROL, KILLED, NOT_APPLICABLE, PASSED, SURVIVED, Score, mutate_one
+        from opzoo.testing.mutation._mutate import (
+            CONTROL,
+            KILLED,
+            NOT_APPLICABLE,
+            PASSED,
+            SURVIVED,
+            Score,
+            mutate_one,
+        )
 
         registry = self.config.stash[REGISTRY]
         spec = self.config.stash.get(SPECS, {}).get(self.op) or registry.info(self.op)
@@ -185,7 +193,7 @@ class MutantItem(pytest.Item):
 
 def _control_verdict(verdict: Any) -> Any:
     """The control as mutate_one runs it (every property, none failing) as a control verdict."""
-    from opzoo.testing._mutate import FAILED, KILLED, PASSED
+    from opzoo.testing.mutation._mutate import FAILED, KILLED, PASSED
 
     if verdict.status == KILLED:
         verdict.status, verdict.reason = FAILED, f"{verdict.prop}: {verdict.reason}"
@@ -218,11 +226,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         _collect_mutants(session, config, items)
     if wanted is None:
         return
-    from opzoo._commands import check_seconds
-    from opzoo._loading import load
-    from opzoo._registry import lookup
+    from opzoo.cli._common import check_seconds
+    from opzoo.core._loading import load
+    from opzoo.core._registry import lookup
     from opzoo.exceptions import ConfigError, OpNotFoundError, OpZooError
-    from opzoo.testing._runner import DEVICES, result_id
+    from opzoo.testing.running._runner import DEVICES, result_id
 
     reg = config.stash[REGISTRY] = load()
     if wanted == "*":
@@ -270,10 +278,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def _collect_mutants(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
     """One item per op x mutant, the control first (``--opzoo-mutate``)."""
-    from opzoo._loading import load
-    from opzoo._registry import lookup
+    from opzoo.core._loading import load
+    from opzoo.core._registry import lookup
     from opzoo.exceptions import OpNotFoundError, OpZooError
-    from opzoo.testing._mutants import MUTANTS, parse_mutants
+    from opzoo.testing.mutation._mutants import MUTANTS, parse_mutants
 
     wanted = config.getoption("opzoo_mutate")
     try:
@@ -284,7 +292,7 @@ def _collect_mutants(session: pytest.Session, config: pytest.Config, items: list
         )
         raw = config.getoption("opzoo_min_score")
         if raw is not None:
-            from opzoo.testing._mutate import parse_score
+            from opzoo.testing.mutation._mutate import parse_score
 
             config.stash[MIN_SCORE] = parse_score(raw)
     except ValueError as exc:

@@ -110,7 +110,68 @@ def test_no_import_circle_counting_deferred_imports():
     circle = find_circle(edges)
     assert circle is None, "import circle: " + " -> ".join(circle)
     # the detector itself finds the circles this package once had, through deferred imports
-    assert find_circle({"opzoo._config": {"opzoo._preflight"}, "opzoo._preflight": {"opzoo._config"}})
+    assert find_circle(
+        {
+            "opzoo.trainer._config": {"opzoo.trainer._preflight"},
+            "opzoo.trainer._preflight": {"opzoo.trainer._config"},
+        }
+    )
+
+
+def named_imports(name: str) -> set[str]:
+    """The opzoo modules ``name``'s import statements name, anywhere in it (inside functions, under
+    ``TYPE_CHECKING``): ``from opzoo.core import _registry`` names ``opzoo.core._registry``, not the
+    packages above it that importing it loads first."""
+    path = source_of(name)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    known = set(module_names())
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            module = sorted(_imported(node, package))[0]
+            for a in node.names:
+                found.add(f"{module}.{a.name}" if f"{module}.{a.name}" in known else module)
+    return (found & known) - {name}
+
+
+def _floors() -> dict[str, int]:
+    """ARCHITECTURE.md's floors: module -> the number of the heading its row sits under."""
+    section = ARCHITECTURE.split("## The rooms", 1)[1].split("\n## ", 1)[0]
+    floors: dict[str, int] = {}
+    floor = 0
+    for line in section.splitlines():
+        if line.startswith("### "):
+            floor += 1
+        for path in re.findall(r"`([\w/]+\.py)`", line.split("|")[1] if line.startswith("|") else ""):
+            floors[_module_of(path)] = floor
+    return floors
+
+
+def _module_of(path: str) -> str:
+    name = "opzoo." + path.removesuffix(".py").replace("/", ".")
+    return name.removesuffix(".__init__") if name != "opzoo.__init__" else "opzoo"
+
+
+def upward_imports(floors: dict[str, int], edges: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{m} (floor {floors[m]}) imports {d} (floor {floors[d]})"
+        for m, deps in edges.items()
+        for d in deps
+        if floors[d] > floors[m]
+    )
+
+
+def test_no_import_goes_up_a_floor():
+    """Each module imports only from its own floor of ARCHITECTURE.md and the floors below, counting
+    imports inside functions and under TYPE_CHECKING: the page's picture of who uses whom is true."""
+    floors = _floors()
+    assert floors and max(floors.values()) >= 8, "ARCHITECTURE.md names no floors"
+    edges = {m: named_imports(m) for m in module_names()}
+    assert not upward_imports(floors, edges)
+    # the detector sees an import that goes up: the registry core reaching for the trainer
+    assert upward_imports(floors, {"opzoo.core._registry": {"opzoo.trainer._trainer"}})
 
 
 def _table_rows() -> dict[str, str]:
@@ -122,8 +183,7 @@ def _table_rows() -> dict[str, str]:
         if len(cells) != 3 or cells[0] in ("module", "---"):
             continue
         for path in re.findall(r"`([\w/]+\.py)`", cells[0]):
-            name = "opzoo." + path.removesuffix(".py").replace("/", ".")
-            name = name.removesuffix(".__init__") if name != "opzoo.__init__" else "opzoo"
+            name = _module_of(path)
             assert name not in rows, f"{path} has two rows in ARCHITECTURE.md"
             rows[name] = cells[2]
     return rows
@@ -154,7 +214,7 @@ def test_the_torch_column_is_true():
     wrong = {m: cell for m, cell in _table_rows().items() if (cell == "yes") != pulls_torch(m)}
     assert not wrong, f"the torch column is wrong for {wrong}"
     # a module that imports torch only through another is found too
-    assert pulls_torch("opzoo.testing._runner") and not pulls_torch("opzoo.testing.properties")
+    assert pulls_torch("opzoo.testing.running._runner") and not pulls_torch("opzoo.testing.properties")
 
 
 def test_help_texts_import_no_torch():
@@ -186,7 +246,7 @@ def test_no_module_is_shadowed_by_a_global():
 
 def _module_aliases(tree: ast.Module, package: str) -> set[str]:
     """Names bound to opzoo modules by the module's imports (``import opzoo``, ``from opzoo import
-    _trainer``, ``import opzoo.testing._parallel as parallel``)."""
+    _trainer``, ``import opzoo.testing.running._parallel as parallel``)."""
     known = set(module_names())
     aliases = set()
     for node in ast.walk(tree):
@@ -235,8 +295,8 @@ def test_no_global_written_from_outside(tmp_path):
 def test_the_cli_leaves_the_default_registry_alone():
     """A command loads its own registry and passes it on; opzoo's default registry stays unloaded."""
     code = (
-        "import opzoo; from opzoo.cli import main; main(['--no-autoload', 'info', 'myrelu']); "
-        "print('default registry:', opzoo._default)"
+        "from opzoo.core import _default; from opzoo.cli import main; "
+        "main(['--no-autoload', 'info', 'myrelu']); print('default registry:', _default._default)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
@@ -249,11 +309,11 @@ def _string_literals(node: ast.AST) -> str:
     )
 
 
-CLI_SIDE = ("opzoo.cli", "opzoo._commands", "opzoo.pytest_plugin")
+CLI_SIDE = ("opzoo.cli", "opzoo.cli._common", "opzoo.pytest_plugin")
 
 
 def test_only_the_cli_writes_opzoo_error():
-    """`opzoo: error:` (the line an OpZooError becomes) is written in cli.py alone."""
+    """`opzoo: error:` (the line an OpZooError becomes) is written in cli/__init__.py alone."""
     for name in module_names():
         text = _string_literals(ast.parse(source_of(name).read_text()))
         assert ("opzoo: error" in text) == (name == "opzoo.cli"), name
@@ -281,13 +341,13 @@ def test_the_kind_of_an_op_is_read_only_where_the_table_says():
     """Function or learnable Module is told apart (``spec.kind`` compared, or an instance or class
     tested against nn.Module) only in the modules ARCHITECTURE.md names."""
     allowed = {
-        "opzoo._registry",
+        "opzoo.core._registry",
         "opzoo.library",
         "opzoo.nn",
-        "opzoo.testing._bound",
-        "opzoo.testing._forward",
-        "opzoo.testing._mutant_facts",
-        "opzoo.testing._mutant_ops",
+        "opzoo.testing.checks._bound",
+        "opzoo.testing.checks._forward",
+        "opzoo.testing.mutation._mutant_facts",
+        "opzoo.testing.mutation._mutant_ops",
         "opzoo.testing.properties",
     }
     telling = re.compile(
@@ -314,7 +374,7 @@ def test_the_docs_table_of_properties_follows_the_records():
 def test_the_docs_table_of_mutants_follows_the_records():
     """docs/testing.md's table of mutants has one row per record in MUTANTS, in its order, with the
     record's summary (the help text is generated from the records)."""
-    from opzoo.testing._mutants import MUTANTS
+    from opzoo.testing.mutation._mutants import MUTANTS
 
     text = (ROOT / "docs" / "testing.md").read_text()
     table = text.split("| mutant | what it does | seen by |", 1)[1].split("\n\n", 1)[0]
@@ -337,7 +397,7 @@ def test_every_command_is_wired_and_documented():
     from opzoo import cli
 
     readme = (ROOT / "README.md").read_text()
-    for module in (PACKAGE / "_commands").glob("*.py"):
+    for module in (PACKAGE / "cli").glob("_*.py"):
         tree = ast.parse(module.read_text())
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("add_"):

@@ -7,8 +7,8 @@ import torch.nn.functional as F
 
 import opzoo
 from opzoo.testing import check_property
-from opzoo.testing._budget import BUDGETS, FLOOR, in_eps
-from opzoo.testing._errors import error_samples
+from opzoo.testing.checks._budget import BUDGETS, FLOOR, in_eps
+from opzoo.testing.running._errors import error_samples
 
 EPS32 = torch.finfo(torch.float32).eps
 
@@ -72,7 +72,7 @@ def test_k_counts_eps_of_the_element_or_of_the_floor():
 
 def test_every_lower_dtype_has_a_budget():
     """Each dtype an op may declare besides float64 has a budget (in eps), the float32 one 8."""
-    from opzoo._contract import KNOWN_DTYPES
+    from opzoo.core._contract import KNOWN_DTYPES
 
     for name in KNOWN_DTYPES:
         if name != "float64":

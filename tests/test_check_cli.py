@@ -11,8 +11,8 @@ import sys
 import pytest
 from conftest import run_opzoo
 
-from opzoo._contract import Contract, summary_of
-from opzoo._loading import load
+from opzoo.core._contract import Contract, summary_of
+from opzoo.core._loading import load
 from opzoo.testing import PROPERTIES, check_property
 from opzoo.testing.properties import parse_properties
 

@@ -11,8 +11,8 @@ import torch
 from conftest import ROOT, run_opzoo
 
 import opzoo
-from opzoo import _checkpoint, _trainer
 from opzoo.cli import main
+from opzoo.trainer import _checkpoint, _trainer
 
 SMALL = dict(batch=8, d_in=20, hidden=12, d_out=3, steps=30, lr=1e-3, seed=3)
 TINY = ["--batch", "8", "--d-in", "20", "--hidden", "12", "--d-out", "3", "--lr", "1e-3", "--quiet"]
@@ -73,7 +73,7 @@ def test_paths_are_resolved_when_the_run_starts(tmp_path, monkeypatch):
 
 _HOLDER = """
 import sys
-from opzoo import _checkpoint
+from opzoo.trainer import _checkpoint
 with _checkpoint.lock(sys.argv[1]):
     print("locked", flush=True)
     sys.stdin.read()  # hold the lock until the test closes our stdin

@@ -148,7 +148,7 @@ def test_bench_times_linear_and_loss_ops_at_the_seeds_own_shapes():
     """At the seed's size, a linear op is timed at both of the seed's layers and a loss at its
     64x10 pair; other general ops get inputs of about that many elements."""
     import opzoo
-    from opzoo import _bench
+    from opzoo.bench import _bench
 
     builtin = opzoo.load(autoload=False)
     shapes = {name: _bench.seed_shapes(builtin.info(name)) for name in ("linear", "sse", "softmax")}

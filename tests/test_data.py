@@ -1,4 +1,4 @@
-"""The trainer's data sets (opzoo/_data.py): whatever a `--data module:function` loader does, it is
+"""The trainer's data sets (opzoo/trainer/_data.py): whatever a `--data module:function` loader does, it is
 one line and exit 2, never a traceback, an allocation of hundreds of GB, or a silent exit 0."""
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ import sys
 import pytest
 
 import opzoo
-from opzoo import _distributed
-from opzoo._network import Network, seed_linear, seed_loss
 from opzoo.cli import main
+from opzoo.trainer import _distributed
+from opzoo.trainer._network import Network, seed_linear, seed_loss
 
 TORCHRUN_ENV = {
     "WORLD_SIZE": "2",

@@ -90,7 +90,8 @@ def test_a_symlink_is_followed_its_target_replaced_and_the_link_kept(tmp_path, c
 
 def test_two_links_to_one_checkpoint_share_its_lock(tmp_path):
     """The lock is the target's: a run through one link excludes a run through another."""
-    from opzoo import CheckpointError, _checkpoint
+    from opzoo import CheckpointError
+    from opzoo.trainer import _checkpoint
 
     (tmp_path / "a.pt").symlink_to(tmp_path / "ck.pt")
     with _checkpoint.lock(tmp_path / "ck.pt"):

@@ -13,7 +13,7 @@ import opzoo
 from opzoo.ops._base import _FAST
 from opzoo.ops._base import forward_mode as forward_level_open
 from opzoo.testing import PROPERTIES, bind, check_property
-from opzoo.testing._forward import defines_jvp, defines_vmap, forward_mode
+from opzoo.testing.checks._forward import defines_jvp, defines_vmap, forward_mode
 
 BUILTIN = opzoo.load(autoload=False)
 # float64 against float64: both sides compute the same derivative with other roundings
@@ -291,7 +291,7 @@ def test_a_vmap_without_rule_that_answers_fails(monkeypatch):
     reg = opzoo.Registry()
     reg.register(Square, name="square")
     op = bind(reg.info("square"), {})
-    monkeypatch.setattr("opzoo.testing._forward.defines_jvp", lambda target: True)
+    monkeypatch.setattr("opzoo.testing.checks._forward.defines_jvp", lambda target: True)
     op.fn = lambda t, *_: t * t
     with pytest.raises(AssertionError, match="vmap returned a value although the op defines no vmap rule"):
         forward_mode(op, _x())

@@ -1,5 +1,5 @@
-"""A plugin's import is kept from ending, hanging or altering opzoo (opzoo/_guard.py): torch's
-global state watched and restored (opzoo/_torch_state.py), the child's verdicts cached by what was
+"""A plugin's import is kept from ending, hanging or altering opzoo (opzoo/core/_guard.py): torch's
+global state watched and restored (opzoo/core/_torch_state.py), the child's verdicts cached by what was
 installed."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import os
 import pytest
 import torch
 
-from opzoo import _guard
 from opzoo._records import Source
-from opzoo._torch_state import TorchState
+from opzoo.core import _guard
+from opzoo.core._torch_state import TorchState
 
 
 def test_changes_to_torchs_global_state_are_named_and_undone():

@@ -1,5 +1,5 @@
 """Hostile or broken plugins are contained: exit, hang, print, slow imports, changes to torch's
-global state (plugins/opzoo-hostile-fixtures; opzoo/_guard.py)."""
+global state (plugins/opzoo-hostile-fixtures; opzoo/core/_guard.py)."""
 
 from __future__ import annotations
 
@@ -297,7 +297,7 @@ def _session_members(sid: int) -> list[int]:
 # real Ctrl-C now and then; here it happens every time, by construction.
 DROPPED_ONCE = """
 import gc, os, signal, sys
-from opzoo.testing._signals import PropertyTimeout, insistent_interrupt, time_limit
+from opzoo.testing.running._signals import PropertyTimeout, insistent_interrupt, time_limit
 
 dropped = []
 
@@ -345,7 +345,7 @@ def test_a_stop_dropped_in_a_gc_callback_is_raised_again(trigger, block, expecte
 
 TURNED = """
 import os, signal
-from opzoo.testing._signals import insistent_interrupt
+from opzoo.testing.running._signals import insistent_interrupt
 
 try:
     with insistent_interrupt():
@@ -380,7 +380,7 @@ def test_a_ctrl_c_turned_into_another_exception_or_swallowed_still_stops_the_blo
 
 _STATE_SCRIPT = """
 import json, torch
-from opzoo._loading import installed, load
+from opzoo.core._loading import installed, load
 from opzoo.testing import check_property
 
 HOSTILE = ("gradoff", "mulpatch", "relupatch", "patching_hooks")

@@ -15,7 +15,7 @@ from wrong_ops import WrongStrides, WrongStridesClassic
 import opzoo
 from opzoo import library
 from opzoo.testing import bind, check_property
-from opzoo.testing._library import check_library
+from opzoo.testing.checks._library import check_library
 
 # -- fixture ops: an n-ary op and a multi-output op, in the setup_context form --------------------
 
@@ -695,7 +695,7 @@ def test_inductor_fuses_the_bridged_forward():
 def test_bench_compiled_rows():
     """bench_compiled measures each elementwise Function op: vs compiled native, vs eager native,
     and the compile time; learnable ops are passed over."""
-    from opzoo import _bench
+    from opzoo.bench import _bench
 
     specs = [opzoo.info("myrelu"), opzoo.info("prelu")]
     rows = _bench.bench_compiled(specs, [64], repeat=1, devices=["cpu"], backend="aot_eager")
@@ -763,7 +763,7 @@ def test_train_export_mistakes_are_one_line(tmp_path, extra, message):
 def test_export_of_a_learnable_activation_keeps_its_trained_parameter(tmp_path):
     """A learnable activation, which the bridge does not take, is exported as plain aten ops with
     its trained parameter; a torch:NAME baseline as the native op."""
-    from opzoo import _export
+    from opzoo.trainer import _export
 
     for name in ("prelu", "torch:relu"):
         result = opzoo.train(activation=name, seed=0, steps=3, d_in=6, hidden=4, device="cpu")

@@ -77,7 +77,7 @@ def test_a_signal_stops_training_between_steps_and_keeps_metrics_and_checkpoint(
 def test_a_run_stopped_in_a_comparison_keeps_the_runs_before_it(monkeypatch):
     """A stop during the second activation of a comparison raises Stopped with the first run whole
     and the second as far as it got (the step it was in finished); the third never starts."""
-    from opzoo import _compare, _trainer
+    from opzoo.trainer import _compare, _trainer
 
     def stop_at_second(name, t, loss):
         if name == "myrelu":

@@ -6,7 +6,7 @@ import fakeops
 import pytest
 
 import opzoo
-from opzoo._loading import Declared, installed
+from opzoo.core._loading import Declared, installed
 from opzoo.exceptions import PluginError
 
 

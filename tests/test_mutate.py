@@ -14,8 +14,16 @@ from conftest import run_opzoo
 from correct_ops import Cube, RoundsByPath, SeedMyReLU, SinCos
 
 import opzoo
-from opzoo.testing._mutants import MUTANTS
-from opzoo.testing._mutate import CONTROL, KILLED, NOT_APPLICABLE, SURVIVED, Score, mutate_one, parse_score
+from opzoo.testing.mutation._mutants import MUTANTS
+from opzoo.testing.mutation._mutate import (
+    CONTROL,
+    KILLED,
+    NOT_APPLICABLE,
+    SURVIVED,
+    Score,
+    mutate_one,
+    parse_score,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -245,7 +253,7 @@ def test_a_mutants_broadcast_count_traces_without_a_dynamo_warning(capfd):
     """`compile` traces a mutant's backward, its count of broadcast uses included: written with a
     builtin max(..., default=0) it made Dynamo print "incorrect arg count ... _call_min_max" into
     `opzoo mutate`'s output."""
-    from opzoo.testing._mutants import Site, _broadcast
+    from opzoo.testing.mutation._mutants import Site, _broadcast
 
     def scaled(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         site = Site(xs=(x, y), signature=2, cores=(0, 0), contiguous=(True, True))

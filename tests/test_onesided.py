@@ -1,4 +1,4 @@
-"""Where a function is not differentiable, found numerically (opzoo/testing/_onesided.py): each
+"""Where a function is not differentiable, found numerically (opzoo/testing/checks/_onesided.py): each
 output element classified, and a Jacobian row held to the valid generalised gradients there."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from opzoo.testing._onesided import KINDS, Probe, jacobian_rows
+from opzoo.testing.checks._onesided import KINDS, Probe, jacobian_rows
 
 
 def _t(*values: float) -> torch.Tensor:
@@ -133,7 +133,7 @@ def test_a_function_that_is_nan_everywhere_is_not_differenced():
     """Where every output element is nan (the first derivative of a variance of one element), there
     is nothing to check: gradcheck is not run at all (its finite differences of a large such input
     took the double_backward check of torch.var past its time limit), and a note says why."""
-    from opzoo.testing import _kinks
+    from opzoo.testing.checks import _kinks
 
     def never(fn):
         raise AssertionError("gradcheck ran on a function with no finite output")

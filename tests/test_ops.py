@@ -10,8 +10,8 @@ import torch
 from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE, example_dists, run_opzoo
 
 import opzoo
-from opzoo._docs import ops_markdown
-from opzoo._memory import saved_bytes
+from opzoo.bench._memory import saved_bytes
+from opzoo.cli._docs import ops_markdown
 from opzoo.nn import Activation
 from opzoo.ops._base import Elementwise
 

@@ -12,7 +12,7 @@ from correct_ops import Cube
 from wrong_ops import WRONG
 
 import opzoo
-from opzoo.testing._parallel import can_fork, check_all
+from opzoo.testing.running._parallel import can_fork, check_all
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="worker processes are forked on Linux only")
 
@@ -101,7 +101,7 @@ def test_a_check_deaf_to_its_time_limit_is_killed(registry):
 def test_no_workers_once_cuda_is_initialised(registry, monkeypatch):
     """A forked child cannot use CUDA its parent initialised (a plugin might, at import): the
     checks then run in this process."""
-    import opzoo.testing._parallel as parallel
+    import opzoo.testing.running._parallel as parallel
 
     monkeypatch.setattr(parallel, "_cuda_initialized", lambda: True)
     monkeypatch.setattr(parallel, "_Pool", None)  # forking would fail loudly

@@ -17,8 +17,8 @@ from wrong_ops import ONLY, WRONG
 
 import opzoo
 from opzoo.testing import PROPERTIES, bind, check_property, noncontiguous, tensors
-from opzoo.testing._bound import agree
-from opzoo.testing._surrogate import HINT
+from opzoo.testing.checks._bound import agree
+from opzoo.testing.checks._surrogate import HINT
 from opzoo.testing.strategies import KINK_MARGIN, cases
 
 
@@ -465,7 +465,7 @@ def test_pytest_plugin_on_two_workers_gives_the_serial_verdicts(broken_plugin_pa
 def test_no_profile_keeps_an_examples_database(profile, monkeypatch, tmp_path):
     """No check reads or writes hypothesis's example database, under any profile: a failure is
     repeated by its seed, and parallel workers (pytest -n) share no files."""
-    from opzoo.testing import _profiles
+    from opzoo.testing.running import _profiles
 
     assert _profiles.get(profile).database is None
     monkeypatch.chdir(tmp_path)  # where hypothesis's default database would appear

@@ -8,7 +8,7 @@ import torch
 from correct_ops import DECLARED, Square, TanhClassmethod
 
 import opzoo
-from opzoo import _recording
+from opzoo.core import _recording
 from opzoo.testing import PROPERTIES, check_property
 
 

@@ -1,5 +1,5 @@
 """A check draws the same examples in every process, whatever ran before it in that process, so that
-a failure's `reproduce:` command fails again (issue 11, item 8). See opzoo/testing/_repeatable.py."""
+a failure's `reproduce:` command fails again (issue 11, item 8). See opzoo/testing/running/_repeatable.py."""
 
 from __future__ import annotations
 

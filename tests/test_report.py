@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import opzoo
-from opzoo import _report
 from opzoo.cli import main
 from opzoo.exceptions import ConfigError
+from opzoo.report import _report
 
 # One worker runs this module, so that its `report` (a run of the checks and the plots) is made once.
 pytestmark = pytest.mark.xdist_group("report")

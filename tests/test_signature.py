@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import opzoo
-from opzoo._signature import ShapeError, Signature
+from opzoo.core._signature import ShapeError, Signature
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ from conftest import run_opzoo
 from seed_program import seed_losses
 
 import opzoo
-from opzoo import _trainer
 from opzoo.cli import main
+from opzoo.trainer import _trainer
 
 SMALL = dict(batch=8, d_in=20, hidden=12, d_out=3, steps=30, lr=1e-3, seed=3)
 
@@ -96,8 +96,8 @@ def test_act_args_must_be_taken_by_the_activation():
 
 def test_act_lr_sets_the_activations_learning_rate():
     """--act-lr overrides the scaled default for a learnable activation's parameters only."""
-    from opzoo._trainer import TrainConfig
-    from opzoo._update import learning_rates
+    from opzoo.trainer._trainer import TrainConfig
+    from opzoo.trainer._update import learning_rates
 
     params = {"w1": torch.zeros(3), "act.inner.slope": torch.zeros(())}
     assert learning_rates(TrainConfig(lr=1e-6), params) == {"w1": 1e-6, "act.inner.slope": 1e-6 / 6400}
@@ -469,7 +469,7 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys):
 
 def test_memory_estimate_is_within_reach_of_the_real_footprint():
     """The estimate counts every tensor the run holds: it is at least the bytes of x, y, w1, w2."""
-    from opzoo._preflight import memory_needed
+    from opzoo.trainer._preflight import memory_needed
 
     cfg = _trainer.TrainConfig(batch=64, d_in=1000, hidden=100, d_out=10)
     data = _trainer.make_data(cfg)
@@ -527,7 +527,7 @@ class _NoGradient(_WrongShape):
 )
 def test_a_broken_backward_is_one_line_naming_the_activation(op, message, monkeypatch, capsys):
     """A backward of the wrong shape, count, or None stops `train` at the first step with one line."""
-    from opzoo._commands import train as train_command
+    from opzoo.cli import _train as train_command
 
     load = train_command.registry_from
 
@@ -805,7 +805,7 @@ def test_the_settings_import_no_torch():
     """_config is plain Python: importing it, building and validating a TrainConfig loads no torch
     (tests/test_architecture.py checks the import graph, deferred imports included)."""
     code = (
-        "import sys; from opzoo._config import TrainConfig; TrainConfig(lr=0.1).validate(); "
+        "import sys; from opzoo.trainer._config import TrainConfig; TrainConfig(lr=0.1).validate(); "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -10,24 +10,24 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from opzoo.testing._profiles import PROFILES as PROFILES
+from opzoo.testing.running._profiles import PROFILES as PROFILES
 
 _WHERE = {
-    "Result": "_runner",
-    "check": "_runner",
-    "check_property": "_runner",
-    "replay": "_runner",
-    "assert_correct": "_assert",
-    "BUDGETS": "_budget",
-    "error_samples": "_errors",
-    "in_eps": "_budget",
-    "spec_of": "_assert",
+    "Result": "running._runner",
+    "check": "running._runner",
+    "check_property": "running._runner",
+    "replay": "running._runner",
+    "assert_correct": "running._assert",
+    "BUDGETS": "checks._budget",
+    "error_samples": "running._errors",
+    "in_eps": "checks._budget",
+    "spec_of": "running._assert",
     "PROPERTIES": "properties",
     "Property": "properties",
-    "Bound": "_bound",
-    "PropertyFailed": "_bound",
-    "bind": "_bound",
-    "noncontiguous": "_bound",
+    "Bound": "checks._bound",
+    "PropertyFailed": "checks._bound",
+    "bind": "checks._bound",
+    "noncontiguous": "checks._bound",
     "cases": "strategies",
     "inputs": "strategies",
     "params": "strategies",

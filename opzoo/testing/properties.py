@@ -1,7 +1,7 @@
 """The properties every registered op must have: the table, one :class:`Property` record each.
 
 A property's check takes a bound op and its float64 inputs, ``check(op, *inputs)`` (one tensor per
-signature input), and raises :class:`~opzoo.testing._bound.PropertyFailed` (or any error the op
+signature input), and raises :class:`~opzoo.testing.checks._bound.PropertyFailed` (or any error the op
 itself raises) when the property does not hold. Each check lives in a sibling module and is imported
 on first use, so that this table imports no torch: ``opzoo check --help`` lists the properties from
 it in a fraction of a second.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:
-    from opzoo._registry import OpSpec
+    from opzoo.core._registry import OpSpec
 
 
 def _always(spec: OpSpec) -> str | None:
@@ -31,7 +31,7 @@ class Property:
     """One property: its check, when it applies to an op, which inputs it runs on, and what the
     scheduler of ``opzoo check --jobs`` should know of its cost.
 
-    check:    the check, or where it lives: ``"module:function"`` in :mod:`opzoo.testing`.
+    check:    the check, or where it lives: ``"module:function"`` in :mod:`opzoo.testing.checks`.
     summary:  what must hold, in a few words (``opzoo check --help`` lists it).
     applies:  why it does not apply to an op, or None.
     drawn:    run on hypothesis-drawn inputs (the profile sets how many).
@@ -73,7 +73,7 @@ class Property:
 @functools.cache
 def _resolve(where: str) -> Callable[..., None]:
     module, _, name = where.partition(":")
-    return getattr(importlib.import_module(f"opzoo.testing.{module}"), name)
+    return getattr(importlib.import_module(f"opzoo.testing.checks.{module}"), name)
 
 
 # -- when a property does not apply --------------------------------------------------------------
@@ -237,5 +237,5 @@ __all__ = ["PROPERTIES", "Property", "parse_properties", "summaries", *_FROM_BOU
 
 def __getattr__(name: str) -> Any:
     if name in _FROM_BOUND:
-        return getattr(importlib.import_module("opzoo.testing._bound"), name)
+        return getattr(importlib.import_module("opzoo.testing.checks._bound"), name)
     raise AttributeError(f"module 'opzoo.testing.properties' has no attribute {name!r}")

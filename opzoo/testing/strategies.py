@@ -15,8 +15,8 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from opzoo._params import Index, Mask
-from opzoo._registry import OpSpec, Registry
+from opzoo.core._params import Index, Mask
+from opzoo.core._registry import OpSpec, Registry
 
 #: Values are kept at least this far from every declared kink and open domain end.
 KINK_MARGIN = 1e-3

@@ -1,0 +1,206 @@
+"""`opzoo mutate`: how hard the checks push on an op, shown by the wrong backwards they catch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+import time
+from typing import Any
+
+from opzoo._records import json_safe
+from opzoo.cli._common import EXIT_FAILED, EXIT_OK, check_run_limits, json_stream, registry_from
+from opzoo.exceptions import ConfigError
+from opzoo.testing.mutation._mutants import parse_mutants
+from opzoo.testing.mutation._mutants import summaries as mutant_summaries
+from opzoo.testing.properties import parse_properties
+from opzoo.testing.running._profiles import HELP as PROFILES_HELP
+from opzoo.testing.running._profiles import PROFILES
+
+
+def add_mutate(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "mutate",
+        help="mutation-test the checks: wrong backwards made from each op, and which property catches each",
+        description=textwrap.fill(
+            "Wrap each named op (all ops by default) in each mutant below, its source untouched, and "
+            "run the op's properties on it: the first property that fails kills the mutant. Reports "
+            "the kill rate (mutants that do not apply to an op are not counted), the property that "
+            "killed each mutant, and why each survivor survived where a reason can be given. The "
+            "control changes nothing and must pass every property. Exits 1 below --min-score, or if "
+            "the control fails (the op fails its own checks: see opzoo check)."
+        )
+        + "\n\nmutants (--mutant):\n"
+        + mutant_summaries(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="ops to mutate (default: all), or an import path package.module:Class",
+    )
+    p.add_argument(
+        "--mutant",
+        "-m",
+        action="append",
+        metavar="MUTANT",
+        help="only these mutants (repeatable or comma-separated)",
+    )
+    p.add_argument(
+        "--property",
+        "-p",
+        action="append",
+        metavar="PROP",
+        help="run only these properties on the mutants (repeatable or comma-separated)",
+    )
+    profiles = PROFILES_HELP.split(" (default:")[0]
+    p.add_argument("--profile", choices=PROFILES, default="ci", help=f"{profiles} (default: ci)")
+    p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples per property")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="wall-clock limit per property of a mutant (default 60)",
+    )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        metavar="N",
+        help="worker processes (default: one per usable CPU on Linux, else 1)",
+    )
+    p.add_argument(
+        "--min-score",
+        metavar="SCORE",
+        help="exit 1 if the kill rate is below SCORE: a fraction (0.99) or a percentage (99%%)",
+    )
+    p.add_argument("--json", action="store_true", help="print the verdicts and scores as JSON")
+    return p
+
+
+def run_mutate(args: argparse.Namespace) -> int:
+    check_run_limits(args)  # opzoo check's limits: a week, 100,000 examples
+    try:
+        mutants = parse_mutants(args.mutant)
+        props = parse_properties(args.property)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    minimum = None
+    if args.min_score is not None:
+        from opzoo.testing.mutation._mutate import parse_score
+
+        try:
+            minimum = parse_score(args.min_score)
+        except ValueError as exc:
+            raise ConfigError(f"--min-score: {exc}") from None
+    reg = registry_from(args)
+    from opzoo.testing.mutation._mutate import Score, mutate
+    from opzoo.testing.running._parallel import default_jobs
+    from opzoo.testing.running._signals import insistent_interrupt
+
+    if args.names:
+        from opzoo.core._registry import lookup
+
+        specs = [lookup(reg, n) for n in dict.fromkeys(args.names)]
+    else:
+        specs = sorted(reg.load_all(), key=lambda s: s.name)
+    verdicts: list[Any] = []
+    began = time.perf_counter()
+    try:
+        with insistent_interrupt():
+            mutate(
+                specs,
+                mutants,
+                props=props,
+                jobs=args.jobs or default_jobs(),
+                profile=args.profile,
+                examples=args.examples,
+                registry=reg,
+                timeout=args.timeout,
+                started=lambda spec: print(
+                    f"mutating {spec.name.split('~')[0]} ...", file=sys.stderr, flush=True
+                ),
+                into=verdicts,
+            )
+    except KeyboardInterrupt:
+        _report(args, verdicts, time.perf_counter() - began, minimum, interrupted=True)
+        print(f"opzoo: interrupted after {len(verdicts)} verdict(s)", file=sys.stderr)
+        return 130
+    _report(args, verdicts, time.perf_counter() - began, minimum)
+    total = Score.of(verdicts)
+    below = minimum is not None and total.rate is not None and total.rate < minimum
+    control_failed = any(v.status == "control failed" for v in verdicts)
+    return EXIT_FAILED if below or control_failed else EXIT_OK
+
+
+def _report(
+    args: argparse.Namespace,
+    verdicts: list[Any],
+    wall: float,
+    minimum: float | None,
+    *,
+    interrupted: bool = False,
+) -> None:
+    """Print the verdicts, each op's score and the total (or JSON)."""
+    from opzoo.testing.mutation._mutate import Score
+
+    ops = list(dict.fromkeys(v.op for v in verdicts))
+    scores = {op: Score.of(v for v in verdicts if v.op == op) for op in ops}
+    total = Score.of(verdicts)
+    if args.json:
+        print(
+            json.dumps(
+                json_safe(
+                    {
+                        "verdicts": [v.to_dict() for v in verdicts],
+                        "ops": {op: s.to_dict() for op, s in scores.items()},
+                        "total": total.to_dict(),
+                        "min_score": minimum,
+                        "seconds": wall,
+                        "interrupted": interrupted,
+                    }
+                ),
+                indent=2,
+            ),
+            file=json_stream(args),
+        )
+        return
+    if not verdicts:
+        return
+    from opzoo._table import text_table
+
+    rows = [
+        [v.op, v.mutant, v.status.upper() if v.status == "survived" else v.status, v.why()] for v in verdicts
+    ]
+    print(text_table(["OP", "MUTANT", "VERDICT", "BY / WHY"], rows))
+    print()
+    summary = [
+        [op, s.killed, s.survived, s.not_applicable, _percent(s.rate), f"{s.seconds:.1f}"]
+        for op, s in scores.items()
+    ]
+    print(text_table(["OP", "KILLED", "SURVIVED", "N/A", "SCORE", "SECONDS"], summary, wrap_last=False))
+    survivors = [v for v in verdicts if v.status == "survived"]
+    if survivors:
+        print()
+        for v in survivors:
+            print(f"survived: {v.op}~{v.mutant}: {v.why()}")
+    for v in verdicts:
+        if v.status == "control failed":
+            print(f"control failed: {v.op}: {v.why()}")
+    blind = total.survived - total.explained
+    counted = total.killed + total.survived
+    line = (
+        f"\nscore: {total.killed} of {counted} mutant(s) killed ({_percent(total.rate)}), "
+        f"{total.survived} survived ({total.explained} explained, {blind} blind spot(s)), "
+        f"{total.not_applicable} not applicable; {len(ops)} op(s) in {wall:.1f} s"
+    )
+    if minimum is not None:
+        line += f"; minimum {_percent(minimum)}"
+    print(line + (" before the interrupt" if interrupted else ""))
+
+
+def _percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{100 * rate:.1f}%"

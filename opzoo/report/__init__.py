@@ -1,0 +1,1 @@
+"""`opzoo report`: the checks' verdicts and evidence as one self-contained HTML page."""

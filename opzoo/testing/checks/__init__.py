@@ -1,0 +1,1 @@
+"""The checks: one function per property, and what they share (`_bound`)."""

@@ -1,0 +1,57 @@
+"""The ``compile`` property: under torch.compile an op gives eager's values and gradients, in one
+graph."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import torch
+
+from opzoo.exceptions import one_line
+from opzoo.testing.checks._bound import TOLERANCES, Bound, PropertyFailed, close, vjp, where
+from opzoo.testing.checks._forward import defines_jvp
+
+
+def compile(op: Bound, *xs: torch.Tensor) -> None:
+    """Under torch.compile (aot_eager: no C compiler needed) outputs and gradients match eager,
+    without graph breaks."""
+    import torch._dynamo
+
+    if any(x.numel() == 0 for x in xs):
+        return
+
+    def step(*ts: torch.Tensor) -> object:
+        return op(*ts)
+
+    outs0, grads0 = vjp(op, xs)
+    try:
+        outs, grads = vjp(_compiled(op, step, fullgraph=True), xs)
+    except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as exc:
+        # Unsupported: code dynamo cannot trace; UserError: a branch on a tensor's values.
+        message = one_line(exc, with_type=False)
+        if not (defines_jvp(op.spec.target) and "jvp" in message):
+            raise PropertyFailed(f"graph break under torch.compile (fullgraph=True): {message}") from None
+        # Not the op's fault: torch.compile breaks the graph at any Function that defines jvp
+        # (torch 2.13). Said, and the values checked across the break.
+        op.notes.append(
+            "torch.compile breaks the graph at a Function that defines jvp; values checked with "
+            "the break (opzoo's ops keep jvp off the compiled path: see opzoo/ops/_base.py)"
+        )
+        outs, grads = vjp(_compiled(op, step, fullgraph=False), xs)
+    tol = TOLERANCES[torch.float64]
+    for j, (got, want) in enumerate(zip(outs, outs0)):
+        close(got, want, tol, f"compiled forward{where(j, len(outs), 'output')} differs from eager")
+    for i, (got, want) in enumerate(zip(grads, grads0)):
+        close(got, want, tol, f"compiled gradient{where(i, len(xs), 'input')} differs from eager")
+
+
+def _compiled(op: Bound, step: Callable[..., object], *, fullgraph: bool) -> Bound:
+    # Dynamo caches compiled code per code object, and `step` has one code object for every op:
+    # past its recompile limit (8) it ran later ops eagerly, blind to their graph breaks. Each
+    # check compiles afresh, so that its verdict does not depend on the checks before it.
+    # fullgraph: a graph break is an error, found in the one trace that compiles the op (asking
+    # torch._dynamo.explain first traced it twice, half the property's time).
+    torch._dynamo.reset()
+    fn = torch.compile(step, backend="aot_eager", fullgraph=fullgraph)
+    return dataclasses.replace(op, fn=fn, notes=op.notes)

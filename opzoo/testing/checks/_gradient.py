@@ -1,0 +1,246 @@
+"""The ``gradient`` and ``double_backward`` properties: the backward against finite differences
+(gradcheck, and gradcheck of the first derivative, in float64), a surrogate op's against its declared
+surrogate. Where the function (or, for double backward, its first derivative) is not differentiable,
+``_kinks`` holds the backward to the valid generalised gradients instead."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable, Sequence
+
+import torch
+from torch.autograd import gradcheck
+from torch.autograd.gradcheck import GradcheckError
+
+from opzoo.exceptions import one_line
+from opzoo.testing.checks import _kinks
+from opzoo.testing.checks._bound import (
+    LARGE,
+    Bound,
+    PropertyFailed,
+    PropertySkipped,
+    Tensors,
+    differentiable,
+    grad,
+    grad_outputs,
+    noncontiguous,
+    once_differentiable,
+    ramp,
+    worst_gradient_mismatch,
+)
+from opzoo.testing.checks._onesided import Probe, jacobian_rows
+from opzoo.testing.checks._surrogate import (
+    piecewise_constant_hint,
+    surrogate_double_backward,
+    surrogate_gradient,
+)
+
+#: gradcheck's settings for both properties.
+EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
+
+
+def gradient(op: Bound, *xs: torch.Tensor) -> None:
+    """gradcheck in float64: analytic backward vs central differences; undefined grads, dtypes.
+    A surrogate op: its backward vs its declared surrogate's autograd gradient (_surrogate.py)."""
+    if op.spec.contract.surrogate is not None:
+        return surrogate_gradient(op, *xs)
+    if all(x.numel() == 0 for x in xs):
+        return  # nothing to differentiate (and an empty reduction's -inf confuses gradcheck)
+    if sum(x.numel() for x in xs) > LARGE:
+        # gradcheck would build the whole Jacobian to word a failure: a directional check instead
+        directional(op, xs)
+        return
+    inputs = op.inputs(*xs)
+
+    def run(fn: Callable[..., object]) -> None:
+        gradcheck(
+            fn,
+            inputs,
+            fast_mode=op.fast,
+            check_undefined_grad=True,
+            check_grad_dtypes=True,
+            eps=EPS,
+            atol=ATOL,
+            rtol=RTOL,
+        )
+
+    try:
+        _kinks.gradcheck_rows(op, inputs, run, op.notes, diagonal=_kinks.diagonal(op, xs))
+    except GradcheckError as exc:
+        message = one_line(exc, with_type=False, lines=3) + piecewise_constant_hint(op, *xs)
+        output, input_ = _pair(exc)
+        worst = worst_gradient_mismatch(op, inputs, output=output, input=input_)
+        raise PropertyFailed(message, worst=worst) from None
+
+
+def _pair(exc: GradcheckError) -> tuple[int | None, int | None]:
+    """The output and input a gradcheck error names ("... for output 1 with respect to input 0")."""
+    found = re.search(r"for output (\d+) with respect to input (\d+)", str(exc))
+    return (int(found.group(1)), int(found.group(2))) if found else (None, None)
+
+
+def directional(op: Bound, xs: Sequence[torch.Tensor], eps: float = EPS) -> None:
+    """vᵀJu against central differences along a random direction u: one backward and two forwards,
+    so a large input costs what it weighs (the check gradcheck's fast mode makes). Where they differ
+    at elements that are not smooth, those are judged on their own (a unary elementwise op: one-sided
+    derivatives, all elements at once) and left out, or (another op) the input is not checked."""
+    gen = torch.Generator().manual_seed(len(xs))
+    us = [torch.randn(x.shape, generator=gen, dtype=x.dtype).to(x.device) for x in xs]
+    # no weight on an output the op does not differentiate: its differences are not the backward's
+    live = differentiable(op, xs)
+    vs = tuple(v if d else torch.zeros_like(v) for v, d in zip(grad_outputs(op.outputs(*xs)), live))
+    analytic, numeric = _along(op, xs, us, vs, eps)
+    size = sum(x.numel() for x in xs)
+
+    def fits(a: float, n: float) -> bool:
+        return abs(a - n) <= 1e-5 * max(1.0, size**0.5) + 1e-3 * abs(n)
+
+    if fits(analytic, numeric):
+        return
+    fn = _kinks.outputs_of(op)
+    if _kinks.diagonal(op, xs):
+        probe = Probe(fn, xs, diagonal=True)
+        rows = (~probe.smooth).nonzero().reshape(-1)
+        if len(rows):
+            _kinks.judge(probe, rows, jacobian_rows(fn, xs, rows, probe))
+            _kinks.describe(probe, op.notes)
+            keep = probe.mask(probe.smooth)
+            vs = tuple(v * k.to(v.device) for v, k in zip(vs, keep))
+            analytic, numeric = _along(op, xs, us, vs, eps)
+    else:
+        weighted = _weighted(op, vs)
+        probe = Probe(weighted, xs)
+        if not bool(probe.smooth.all()):
+            op.notes.append(
+                f"a large input where the op is not differentiable ({_kind(probe)}): its directional "
+                "derivative is not checked there (the small inputs are checked element by element)"
+            )
+            return
+    if not fits(analytic, numeric):
+        raise PropertyFailed(
+            f"directional derivative mismatch on a large input ({size:,} elements): numerical "
+            f"{numeric:.9g}, analytical {analytic:.9g} (vᵀJu along a random u)"
+        )
+
+
+def _along(
+    op: Bound, xs: Sequence[torch.Tensor], us: Sequence[torch.Tensor], vs: Tensors, eps: float
+) -> tuple[float, float]:
+    """vᵀJu from the backward, and from central differences along u."""
+    from opzoo.testing.checks._bound import vjp
+
+    _, grads = vjp(op, xs, vs)
+    analytic = sum(float((g * u).sum()) for g, u in zip(grads, us))
+    with torch.no_grad():
+        up = op.outputs(*(x + eps * u for x, u in zip(xs, us)))
+        down = op.outputs(*(x - eps * u for x, u in zip(xs, us)))
+    numeric = sum(float(((a - b) * v).sum()) for a, b, v in zip(up, down, vs)) / (2 * eps)
+    return analytic, numeric
+
+
+def _weighted(op: Bound, vs: Tensors) -> Callable[..., Tensors]:
+    """x -> (sum of out_j * v_j,): the one function a large input's directional check sees."""
+
+    def fn(*xs: torch.Tensor) -> Tensors:
+        return (sum((o * v).sum() for o, v in zip(op.outputs(*xs), vs)),)  # type: ignore[return-value]
+
+    return fn
+
+
+def _kind(probe: Probe) -> str:
+    from opzoo.testing.checks._onesided import KINDS
+
+    return KINDS[int(probe.kind[~probe.smooth][0])]
+
+
+def _through_grad_outputs(
+    outs: Tensors, leaves: Tensors, gs: Tensors, firsts: Sequence[torch.Tensor | None]
+) -> None:
+    """The first derivative's derivative with respect to the grad_outputs, which gradcheck of it in
+    the inputs alone does not see: a gradient is linear in its grad_outputs, so for any u and v,
+    <d<first(g), u>/dg, v> = <first(v), u>, exactly. A backward that detaches its result (or runs
+    under no_grad) breaks this even where the op's second derivative in its inputs is zero (a
+    ReLU): a gradient penalty through such an op is silently wrong."""
+    us = tuple(ramp(x.detach(), k + 3) for k, x in enumerate(leaves))
+    pairs = [(f, u) for f, u in zip(firsts, us) if f is not None and f.requires_grad]
+    if not pairs:
+        return
+    hs = torch.autograd.grad(
+        [f for f, _ in pairs], gs, [u for _, u in pairs], retain_graph=True, allow_unused=True
+    )
+    vs = tuple(ramp(g.detach(), k + 5) for k, g in enumerate(gs))
+    seconds = grad(outs, leaves, vs, retain_graph=True)  # the differentiable outputs only
+    left = [(h * v).sum() for h, v in zip(hs, vs) if h is not None]
+    right = [(s * u).sum() for s, u in zip(seconds, us) if s is not None]
+    lhs, rhs = float(sum(left, torch.tensor(0.0))), float(sum(right, torch.tensor(0.0)))
+    scale = sum(float((h * v).abs().sum()) for h, v in zip(hs, vs) if h is not None)
+    scale += sum(float((s * u).abs().sum()) for s, u in zip(seconds, us) if s is not None)
+    if not (math.isfinite(lhs) and math.isfinite(rhs)):
+        return  # not finite at this input: nothing to compare
+    if abs(lhs - rhs) > 1e-7 * scale + 1e-12:
+        raise PropertyFailed(
+            "second derivative is wrong with respect to grad_output: the first derivative is linear in "
+            f"the grad_outputs, yet its derivative along them gives {lhs:.9g} where the backward "
+            f"gives {rhs:.9g} (a backward that detaches its result, or runs under no_grad?)"
+        )
+
+
+def double_backward(op: Bound, *xs: torch.Tensor) -> None:
+    """Second derivatives that come back are right: gradgradcheck with contiguous and
+    non-contiguous grad_outputs, in a graph where each input is also used elsewhere (so that a
+    silently detached backward shows as a wrong second derivative, not as an error that hides it).
+    One that raises, or is marked once_differentiable, is a skip, unless double_backward=True is
+    declared: then it must work. A surrogate op: against its surrogate's second derivative."""
+    if op.spec.contract.surrogate is not None:
+        return surrogate_double_backward(op, *xs)
+    if all(x.numel() == 0 for x in xs) or sum(x.numel() for x in xs) > LARGE:
+        return  # nothing to differentiate; or too large for second-order finite differences
+    declared = op.spec.contract.double_backward
+    n = op.arity
+
+    def also_elsewhere(*leaves: torch.Tensor) -> Tensors:
+        # x**3 adds a non-zero second derivative of its own: the graph of the first derivative
+        # always requires grad, whatever the op's backward does.
+        return (*op.outputs(*leaves[:n], *leaves[n:]), *(x**3 for x in leaves[:n]))
+
+    leaves = op.inputs(*xs)
+    try:
+        outs = also_elsewhere(*leaves)
+        # grad_outputs that require grad, as gradgradcheck's do: once_differentiable raises then
+        gs = tuple(g.requires_grad_() for g in grad_outputs(outs))
+        firsts = grad(outs, leaves, gs, create_graph=True)
+        if once_differentiable(firsts):
+            raise RuntimeError("the backward is marked once_differentiable")
+        torch.autograd.grad(
+            [g.sum() for g in firsts if g is not None], leaves, allow_unused=True, retain_graph=True
+        )
+        _through_grad_outputs(outs, leaves, gs, firsts)
+    except RuntimeError as exc:
+        if declared:
+            raise PropertyFailed(f"double_backward=True is declared, but: {one_line(exc)}") from None
+        raise PropertySkipped(f"no second derivative ({one_line(exc, with_type=False)})") from None
+    gs = grad_outputs(also_elsewhere(*(x.detach() for x in leaves)))
+    for layout, grads in (("contiguous", gs), ("non-contiguous", tuple(noncontiguous(g) for g in gs))):
+        first = _kinks.first_derivative(also_elsewhere, grads)
+
+        def run(fn: Callable[..., object]) -> None:
+            # what gradgradcheck does: gradcheck of the first derivative, with its settings
+            gradcheck(fn, leaves, fast_mode=op.fast, eps=EPS, atol=ATOL, rtol=RTOL, check_undefined_grad=True)
+
+        try:
+            _kinks.gradcheck_rows(first, leaves, run, op.notes, diagonal=_kinks.diagonal(op, xs), order=2)
+        except (GradcheckError, PropertyFailed) as exc:
+            message = one_line(exc, with_type=False, lines=3)
+            hint = (
+                ""
+                if declared
+                else (
+                    " (a backward that is not differentiable should be decorated with "
+                    "torch.autograd.function.once_differentiable, so that asking is an error)"
+                )
+            )
+            worst = getattr(exc, "details", {}).get("worst")
+            raise PropertyFailed(
+                f"second derivative is wrong, with {layout} grad_output: {message}{hint}", worst=worst
+            ) from None

@@ -1,0 +1,112 @@
+"""The ``accepts``, ``layout`` and ``hygiene`` properties: what an op owes the graph around it (it
+takes the inputs its contract allows; the same values in any memory layout; outputs of the
+signature's shapes, dtype and device; nothing mutated; a backward that repeats)."""
+
+from __future__ import annotations
+
+import torch
+
+from opzoo.exceptions import one_line
+from opzoo.testing.checks._bound import (
+    EXACT,
+    Bound,
+    PropertyFailed,
+    agree,
+    close,
+    grad,
+    grad_outputs,
+    noncontiguous,
+    same_bits,
+    vjp,
+    where,
+)
+
+
+def layout(op: Bound, *xs: torch.Tensor) -> None:
+    """Each input and each grad_output non-contiguous in turn (then all at once) gives the values
+    and gradients of contiguous ones."""
+    outs0, grads0 = vjp(op, xs)
+    gs = grad_outputs(outs0)
+    n, m = len(xs), len(gs)
+    variants = [
+        ([noncontiguous(x) if k == i else x for k, x in enumerate(xs)], gs, f"input{where(i, n, '')}")
+        for i in range(n)
+    ]
+    variants += [
+        (xs, [noncontiguous(g) if k == j else g for k, g in enumerate(gs)], f"grad_output{where(j, m, '')}")
+        for j in range(m)
+    ]
+    variants.append(([noncontiguous(x) for x in xs], [noncontiguous(g) for g in gs], "everything"))
+    for vxs, vgs, what in variants:
+        if all(t.is_contiguous() for t in (*vxs, *vgs)):
+            continue  # 0-d or empty: no other layout exists
+        # strided: the op sees the layout asked for (a clone made a strided slice contiguous again)
+        outs, grads = vjp(op, vxs, vgs, strided=True)
+        for j, (got, want) in enumerate(zip(outs, outs0)):
+            what_j = f"forward{where(j, m, 'output')} differs for a non-contiguous {what}"
+            close(got, want, EXACT, what_j, scaled=True)
+        for i, (got, want) in enumerate(zip(grads, grads0)):
+            what_i = f"gradient{where(i, n, 'input')} differs for a non-contiguous {what}"
+            close(got, want, EXACT, what_i, scaled=True)
+
+
+def hygiene(op: Bound, *xs: torch.Tensor) -> None:
+    """Outputs follow the signature's shapes and the inputs' dtype and device; nothing is
+    mutated; backward repeats (to a few units in the last place)."""
+    leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
+    before = [(x.detach().clone(), x._version) for x in leaves]
+
+    def unchanged(when: str) -> None:
+        for i, (x, (value, version)) in enumerate(zip(leaves, before)):
+            if x._version != version or not same_bits(x.detach(), value):
+                raise PropertyFailed(f"{when} mutated its input{where(i, len(leaves), '')}")
+
+    outs = op.outputs(*leaves)  # checks the count and shapes against the signature
+    for j, o in enumerate(outs):
+        for what, got, want in (("dtype", o.dtype, xs[0].dtype), ("device", o.device, xs[0].device)):
+            if got != want:
+                raise PropertyFailed(
+                    f"output{where(j, len(outs), '')} {what} is {got}, expected {want} (the input's)"
+                )
+    unchanged("forward")
+    gs = grad_outputs(outs)
+    g_before = [(g.clone(), g._version) for g in gs]
+    first = grad(outs, leaves, gs, retain_graph=True)
+    for j, (g, (value, version)) in enumerate(zip(gs, g_before)):
+        if g._version != version or not same_bits(g, value):
+            raise PropertyFailed(f"backward mutated grad_output{where(j, len(gs), '')}")
+    unchanged("backward")
+    second = grad(outs, leaves, gs)
+    for i, (x, g1, g2) in enumerate(zip(xs, first, second)):
+        if g1 is None or g2 is None:
+            continue
+        if g1.dtype != x.dtype or tuple(g1.shape) != tuple(x.shape):
+            raise PropertyFailed(
+                f"gradient{where(i, len(xs), 'of input')} is {g1.dtype} {tuple(g1.shape)}, "
+                f"expected {x.dtype} {tuple(x.shape)}"
+            )
+        # the same arithmetic on the same values: equal but for a few ulps (a kernel that splits a sum
+        # by threads may, on another machine), so that a backward with noise of its own fails
+        same = agree(g2, g1)
+        if not bool(same.all()):
+            e = int((~same).reshape(-1).nonzero()[0])
+            raise PropertyFailed(
+                f"running backward twice gave different gradients{where(i, len(xs), 'of input')} (at flat "
+                f"index {e}: {g1.reshape(-1)[e].item()!r}, then {g2.reshape(-1)[e].item()!r})"
+            )
+
+
+def accepts(op: Bound, *xs: torch.Tensor) -> None:
+    """The forward takes every input its signature and declared limits allow (edge inputs
+    included). One it rejects (raises on) is reported here, once; every other property leaves it
+    out, so that one limit of the forward neither fails nor hides everything else."""
+    try:
+        with torch.no_grad():
+            op(*xs)
+    except Exception as exc:  # the op's own code: anything
+        shapes = ", ".join(str(tuple(t.shape)) for t in op.full(*xs))
+        raise PropertyFailed(
+            f"the forward raised {one_line(exc, with_type=True)} on input(s) of shape {shapes}: the "
+            "other properties leave out the inputs it rejects. If the op does not take such inputs, "
+            "declare it (min_sizes= for a dimension's smallest size, loop_dims= for a fixed rank)"
+        ) from None

@@ -1,0 +1,1 @@
+"""What runs the checks: hypothesis, time limits, worker processes, repeatable examples."""

@@ -1,0 +1,214 @@
+"""The error samples of one op: every element's error in each dtype it declares, in units of that
+dtype's epsilon (``_budget.in_eps``), on the inputs its checks see, against the float64 oracle: what
+``opzoo report`` draws and ``benchmarks/error_budgets.py`` records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from opzoo.core._registry import OpSpec, Registry
+from opzoo.testing.checks._bound import Bound, Tensors, bind, grad_outputs, vjp
+from opzoo.testing.checks._budget import in_eps, slack
+
+
+@dataclass
+class Errors:
+    """The ``k`` of every element an op's results were measured on, per dtype (by torch name):
+    ``backward[d]`` and ``forward[d]``, with ``par_backward[d]`` and ``par_forward[d]`` the same
+    measure of the reference computed in ``d`` (0 where there is none), element for element;
+    ``oracle`` says what the float64 values came from; ``notes``, what could not be measured, and
+    why."""
+
+    op: str
+    oracle: str
+    backward: dict[str, torch.Tensor] = field(default_factory=dict)
+    forward: dict[str, torch.Tensor] = field(default_factory=dict)
+    par_backward: dict[str, torch.Tensor] = field(default_factory=dict)
+    par_forward: dict[str, torch.Tensor] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def worst(self, dtype: str, part: str = "backward") -> float | None:
+        """The largest finite-or-not ``k`` measured in ``dtype`` (None: nothing measured)."""
+        k = getattr(self, part).get(dtype)
+        return None if k is None or not k.numel() else k.max().item()
+
+    def excess(self, dtype: str, part: str = "backward") -> float | None:
+        """The largest ``k - 2 * k_par`` in ``dtype``: what the budget is held to."""
+        k, par = getattr(self, part).get(dtype), getattr(self, f"par_{part}").get(dtype)
+        if k is None or not k.numel():
+            return None
+        if par is None or par.shape != k.shape:
+            return k.max().item()
+        return (k - 2 * par.nan_to_num(posinf=0.0)).max().item()
+
+
+def oracle_name(spec: OpSpec) -> str:
+    """What the float64 values an op's errors are measured against come from."""
+    if spec.contract.surrogate is not None:
+        return "the op's own float64 backward (a surrogate: its gradient is the declared one)"
+    if spec.contract.reference is not None:
+        return "the declared reference, differentiated by autograd in float64"
+    why = no_autograd_oracle(spec)
+    if why:
+        return f"the op's own float64 backward ({why})"
+    return "autograd of the op's forward in float64"
+
+
+def no_autograd_oracle(spec: OpSpec) -> str | None:
+    """Why autograd of the forward is no oracle for ``spec`` (the ``autograd`` property's record
+    says), or None."""
+    from opzoo.testing.properties import PROPERTIES
+
+    return PROPERTIES["autograd"].applies(spec)
+
+
+def _oracle(op: Bound, x64: Tensors, g64: Tensors, forward_only: bool) -> tuple[Tensors, Tensors] | None:
+    """The oracle's float64 outputs and gradients at ``x64`` (see :func:`oracle_name`); None where
+    the forward cannot be differentiated by autograd and there is no reference."""
+    from opzoo.testing.checks import _oracles, _reference
+
+    spec = op.spec
+    if spec.contract.reference is not None:
+        outs, grads = _reference._ref_vjp(_reference.reference_of(op), x64, g64, forward_only=True)
+        if spec.contract.surrogate is None and not forward_only:
+            outs, grads = _reference._ref_vjp(_reference.reference_of(op), x64, g64)
+        elif not forward_only:
+            grads = vjp(op, x64, g64)[1]
+        return outs, grads
+    if no_autograd_oracle(spec) is None:
+        leaves = tuple(x.detach().clone().requires_grad_() for x in x64)
+        outs = _oracles._forward_outputs(op, leaves)
+        if outs is None or not any(isinstance(o, torch.Tensor) and o.requires_grad for o in outs):
+            return None
+        live = [j for j, o in enumerate(outs) if o.requires_grad]
+        try:
+            grads = torch.autograd.grad(
+                [outs[j] for j in live], leaves, [g64[j] for j in live], allow_unused=True
+            )
+        except RuntimeError:
+            return None
+        grads = tuple(torch.zeros_like(x) if g is None else g for x, g in zip(x64, grads))
+        return tuple(o.detach() for o in outs), grads
+    return vjp(op, x64, g64)
+
+
+def _away_from_kinks(op: Bound, lows: Tensors, dtype: torch.dtype) -> torch.Tensor | None:
+    """For an elementwise op with declared kinks, where its inputs are clear of them (as the
+    ``reference`` property leaves them out); None: everywhere."""
+    from opzoo.testing.strategies import KINK_MARGIN
+
+    kinks = op.spec.contract.kinks_at(op.params)
+    if not kinks or not op.spec.contract.sig.elementwise or len(lows) != 1:
+        return None
+    away = torch.ones_like(lows[0], dtype=torch.bool)
+    for k in kinks:
+        step = torch.finfo(dtype).eps * max(1.0, abs(k))
+        away &= (lows[0].double() - k).abs() >= max(KINK_MARGIN / 2, 4 * step)
+    return away
+
+
+def measure(op: Bound, xs: Sequence[torch.Tensor], dtype: torch.dtype, into: Errors) -> None:
+    """Add to ``into`` the ``k`` of the op's forward and gradient in ``dtype`` at ``xs`` (rounded to
+    ``dtype``), against the float64 oracle at the rounded inputs."""
+    from opzoo.testing.checks import _reference
+
+    name = str(dtype).removeprefix("torch.")
+    lows = tuple(x.to(dtype) for x in xs)
+    lop = op if dtype == torch.float64 else op.cast(dtype)
+    outs, grads = vjp(lop, lows)
+    gs = grad_outputs(outs)
+    x64, g64 = tuple(x.double() for x in lows), tuple(g.double() for g in gs)
+    surrogate = op.spec.contract.surrogate is not None
+    oracle = _oracle(op, x64, g64, forward_only=False)
+    if oracle is None:
+        into.notes.append(f"{name}: no float64 oracle (autograd cannot differentiate the forward)")
+        return
+    want, want_grads = oracle
+    par: Sequence[torch.Tensor | None] = (None,) * len(outs)
+    par_grads: Sequence[torch.Tensor | None] = (None,) * len(xs)
+    if dtype != torch.float64 and op.spec.contract.reference is not None:
+        par, par_grads = _reference._ref_vjp(_reference.reference_of(op), lows, gs, forward_only=surrogate)
+        par_grads = par_grads or (None,) * len(xs)
+    away = _away_from_kinks(op, lows, dtype)
+    fwd = [in_eps(o, w, dtype).reshape(-1) for o, w in zip(outs, want)]
+    fwd_par = [
+        (in_eps(p, w, dtype) if p is not None else torch.zeros_like(w, dtype=torch.float64)).reshape(-1)
+        for p, w in zip(par, want)
+    ]
+    bwd, bwd_par = [], []
+    # float64 has no budget, and its own rounding is far below the oracle's slack: measured raw.
+    off = slack(gs) if dtype != torch.float64 else 0.0
+    for g, w, p in zip(grads, want_grads, par_grads):
+        k = in_eps(g, w, dtype, off)
+        kp = in_eps(p, w, dtype, off) if p is not None else torch.zeros_like(k)
+        if away is not None and away.shape == k.shape:
+            k, kp = k[away], kp[away]
+        bwd.append(k.reshape(-1))
+        bwd_par.append(kp.reshape(-1))
+    parts = (("forward", fwd), ("par_forward", fwd_par), ("backward", bwd), ("par_backward", bwd_par))
+    for part, ks in parts:
+        store = getattr(into, part)
+        store[name] = torch.cat([store.get(name, torch.zeros(0, dtype=torch.float64)), *ks])
+
+
+def error_samples(
+    spec: OpSpec,
+    *,
+    profile: str = "ci",
+    examples: int | None = None,
+    registry: Registry | None = None,
+    dtypes: Sequence[str] | None = None,
+) -> Errors:
+    """Measure ``spec``'s errors in each dtype it declares (``dtypes``: these instead) on the inputs
+    its checks see: the profile's hypothesis examples (derandomized under ``ci``), the small fixed
+    inputs and the edge inputs. What the forward rejects, or an op that raises, is left out with a
+    note; nothing here fails."""
+    import hypothesis
+    from hypothesis import given, settings
+
+    from opzoo.testing.checks._bound import rejects
+    from opzoo.testing.running import _profiles
+    from opzoo.testing.running._repeatable import seeded_torch
+    from opzoo.testing.running._runner import split
+    from opzoo.testing.strategies import cases, edge_inputs, fixed_inputs
+
+    found = Errors(spec.name, oracle_name(spec))
+    chosen = [getattr(torch, d) for d in (dtypes or spec.contract.dtypes)]
+    conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
+    if not conf.derandomize:
+        conf = settings(conf, derandomize=True)  # the same samples every time: a report is a record
+
+    def attempt(params: dict[str, Any], inputs: tuple[torch.Tensor, ...]) -> bool:
+        xs, constants = split(spec, inputs)
+        op = bind(spec, params, constants=constants)
+        if rejects(op, xs) is not None or all(x.numel() == 0 for x in xs):
+            return False
+        for dtype in chosen:
+            try:
+                with seeded_torch("cpu"):
+                    measure(op, xs, dtype, found)
+            except Exception as exc:  # the op's own code, in a dtype it may not support
+                from opzoo.exceptions import one_line
+
+                note = f"{str(dtype).removeprefix('torch.')}: {one_line(exc, with_type=True)}"
+                if note not in found.notes:
+                    found.notes.append(note)
+        return True
+
+    @conf
+    @given(case=cases(spec, registry=registry))
+    def run(case: tuple[dict[str, Any], tuple[torch.Tensor, ...]]) -> None:
+        if not attempt(*case):
+            hypothesis.reject()
+
+    try:
+        run()
+    except hypothesis.errors.Unsatisfiable:
+        pass  # the forward rejected every drawn input: the fixed and edge ones may still be taken
+    defaults = spec.contract.defaults()
+    for inputs in [*fixed_inputs(spec, "cpu"), *edge_inputs(spec, "cpu")]:
+        attempt(defaults, inputs)
+    return found
