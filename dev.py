@@ -86,7 +86,8 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "test":
         # On every core (pytest-xdist), unless the arguments choose: -n 0 runs serially.
-        parallel = [] if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest) else ["-n", "auto"]
+        chosen = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest)
+        parallel = [] if chosen else ["-n", "auto"]
         # loadgroup: load balancing, except that tests of one xdist_group share a worker (the
         # torchrun tests, which each want both cores; an op's property checks, in order).
         parallel += ["--dist", "loadgroup"] if parallel else []
