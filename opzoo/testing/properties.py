@@ -170,13 +170,13 @@ PROPERTIES: dict[str, Property] = {
         ),
         Property(
             "extremes",
-            "_oracles:extremes",
+            "_extremes:extremes",
             "a finite gradient at inputs scaled to 1e4 wherever the forward is finite",
             fixed=2,
         ),
         Property(
             "subsets",
-            "_oracles:subsets",
+            "_subsets:subsets",
             "any subset of the inputs requiring grad gets the same gradients",
             _several_inputs,
             edges=True,
