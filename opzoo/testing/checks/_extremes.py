@@ -12,7 +12,8 @@ import torch
 
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _kinks, _onesided
-from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, rejects, vjp, where
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, rejects, vjp
+from opzoo.testing.checks._compare import where
 from opzoo.testing.checks._onesided import Probe
 
 #: The magnitudes the extremes check scales an input to.

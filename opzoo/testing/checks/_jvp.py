@@ -14,7 +14,8 @@ from torch.autograd import forward_ad
 
 from opzoo.testing.checks import _kinks
 from opzoo.testing.checks._agreement import as_tuple, close_scaled, compare, fail, tangent_ramp
-from opzoo.testing.checks._bound import Bound, Tensors, where
+from opzoo.testing.checks._bound import Bound, Tensors
+from opzoo.testing.checks._compare import where
 
 #: Jacobian rows computed (one backward each) to compare J v with; more outputs are sampled.
 MAX_ROWS = 256

@@ -20,15 +20,8 @@ import torch
 from opzoo.core import _recording
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _kinks
-from opzoo.testing.checks._bound import (
-    Bound,
-    PropertyFailed,
-    Tensors,
-    differentiable,
-    grad_outputs,
-    vjp,
-    where,
-)
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, differentiable, grad_outputs, vjp
+from opzoo.testing.checks._compare import where
 
 #: The oracle's tolerance: float64 arithmetic in another order, relative to the gradient's scale.
 ORACLE_RTOL = 1e-9

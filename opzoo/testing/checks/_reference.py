@@ -9,16 +9,8 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from opzoo.testing.checks import _budget, _kinks
-from opzoo.testing.checks._bound import (
-    TOLERANCES,
-    Bound,
-    PropertyFailed,
-    Tensors,
-    close,
-    grad_outputs,
-    vjp,
-    where,
-)
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp
+from opzoo.testing.checks._compare import TOLERANCES, close, where
 from opzoo.testing.strategies import KINK_MARGIN
 
 

@@ -11,7 +11,8 @@ from typing import Sequence
 
 import torch
 
-from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, agree, grad_outputs, vjp
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp
+from opzoo.testing.checks._compare import agree
 
 
 def subsets(op: Bound, *xs: torch.Tensor) -> None:

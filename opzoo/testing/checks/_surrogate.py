@@ -20,7 +20,6 @@ import torch
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _kinks
 from opzoo.testing.checks._bound import (
-    TOLERANCES,
     Bound,
     PropertyFailed,
     PropertySkipped,
@@ -30,8 +29,8 @@ from opzoo.testing.checks._bound import (
     once_differentiable,
     ramp,
     vjp,
-    where,
 )
+from opzoo.testing.checks._compare import TOLERANCES, where
 from opzoo.testing.checks._onesided import Probe, jacobian_rows
 from opzoo.testing.strategies import KINK_MARGIN, domain_box
 

@@ -10,7 +10,8 @@ import torch
 
 from opzoo.exceptions import one_line
 from opzoo.testing.checks._agreement import RTOL, as_tuple, close_scaled, fail, tangent_ramp
-from opzoo.testing.checks._bound import Bound, Tensors, grad, where
+from opzoo.testing.checks._bound import Bound, Tensors, grad
+from opzoo.testing.checks._compare import where
 
 #: Batch size for the vmap checks.
 BATCH = 3
