@@ -156,7 +156,7 @@ PROPERTIES: dict[str, Property] = {
         ),
         Property(
             "kinks",
-            "_kinks:kinks",
+            "_declared_kinks:kinks",
             "the gradient at each declared kink is the declared one",
             _needs_kinks,
         ),

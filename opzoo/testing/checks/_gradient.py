@@ -15,6 +15,7 @@ from torch.autograd.gradcheck import GradcheckError
 
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _kinks
+from opzoo.testing.checks._backward_rows import jacobian_rows
 from opzoo.testing.checks._bound import (
     LARGE,
     Bound,
@@ -30,7 +31,8 @@ from opzoo.testing.checks._bound import (
     vjp,
 )
 from opzoo.testing.checks._compare import index_of
-from opzoo.testing.checks._onesided import KINDS, Probe, jacobian_rows
+from opzoo.testing.checks._kink_words import describe
+from opzoo.testing.checks._onesided import KINDS, Probe
 from opzoo.testing.checks._surrogate import (
     piecewise_constant_hint,
     surrogate_double_backward,
@@ -159,7 +161,7 @@ def directional(op: Bound, xs: Sequence[torch.Tensor], eps: float = EPS) -> None
         rows = (~probe.smooth).nonzero().reshape(-1)
         if len(rows):
             _kinks.judge(probe, rows, jacobian_rows(fn, xs, rows, probe))
-            _kinks.describe(probe, op.notes)
+            describe(probe, op.notes)
             keep = probe.mask(probe.smooth)
             vs = tuple(v * k.to(v.device) for v, k in zip(vs, keep))
             analytic, numeric = _along(op, xs, us, vs, eps)

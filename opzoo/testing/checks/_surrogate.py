@@ -19,6 +19,7 @@ import torch
 
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _kinks
+from opzoo.testing.checks._backward_rows import jacobian_rows
 from opzoo.testing.checks._bound import (
     Bound,
     PropertyFailed,
@@ -31,7 +32,8 @@ from opzoo.testing.checks._bound import (
     vjp,
 )
 from opzoo.testing.checks._compare import TOLERANCES, where
-from opzoo.testing.checks._onesided import Probe, jacobian_rows
+from opzoo.testing.checks._kink_words import describe
+from opzoo.testing.checks._onesided import Probe
 from opzoo.testing.strategies import KINK_MARGIN, domain_box
 
 #: Each drawn input is also checked scaled by these (clamped to the dtype's largest value; inf: that
@@ -220,7 +222,7 @@ def _surrogate_kinks(op: Bound, xs: Tensors, n_outputs: int, gs: Tensors) -> Ten
                 f"gradient differs from the declared surrogate where that is not differentiable: {exc}",
                 **exc.details,
             ) from None
-        _kinks.describe(probe, op.notes, subject="the surrogate")
+        describe(probe, op.notes, subject="the surrogate")
     return probe.mask(probe.smooth)
 
 
@@ -345,7 +347,7 @@ def _first_derivative_kinks(op: Bound, xs: Tensors, gs: Tensors) -> Tensors | No
             f"{exc}",
             **exc.details,
         ) from None
-    _kinks.describe(probe, op.notes, order=2, subject="the surrogate's derivative")
+    describe(probe, op.notes, order=2, subject="the surrogate's derivative")
     return probe.mask(probe.smooth)
 
 
