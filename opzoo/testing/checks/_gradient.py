@@ -33,11 +33,8 @@ from opzoo.testing.checks._bound import (
 from opzoo.testing.checks._compare import index_of
 from opzoo.testing.checks._kink_words import describe
 from opzoo.testing.checks._onesided import KINDS, Probe
-from opzoo.testing.checks._surrogate import (
-    piecewise_constant_hint,
-    surrogate_double_backward,
-    surrogate_gradient,
-)
+from opzoo.testing.checks._surrogate import piecewise_constant_hint, surrogate_gradient
+from opzoo.testing.checks._surrogate_second import surrogate_double_backward
 
 #: gradcheck's settings for both properties.
 EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
