@@ -31,6 +31,7 @@ def tangent_ramp(like: torch.Tensor, k: int = 0) -> torch.Tensor:
 
 
 def as_tuple(out: Any) -> Tensors:
+    """An op's result as a tuple: its one output, or its outputs."""
     return out if isinstance(out, tuple) else (out,)
 
 
@@ -100,4 +101,5 @@ def compare(
 
 
 def fail(message: str, **details: Any) -> None:
+    """Raise :class:`~opzoo.testing.checks._bound.PropertyFailed` with ``message`` and ``details``."""
     raise PropertyFailed(message, **details)

@@ -152,6 +152,8 @@ def _rows(n: int) -> list[int]:
 
 
 def jvp_raises(op: Bound, xs: Tensors, *, func: bool = True) -> None:
+    """A Function that defines no jvp: torch.func.jvp (unless not ``func``) and dual tensors must
+    raise when asked, not answer."""
     xs = tuple(x.detach() for x in xs)
     vs = tuple(tangent_ramp(x, i) for i, x in enumerate(xs))
     asks: dict[str, Callable[[], Any]] = {}

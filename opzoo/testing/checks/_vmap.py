@@ -30,6 +30,8 @@ def _grads(y: torch.Tensor, k: int = 0) -> torch.Tensor:
 
 
 def vmap_is_a_loop(op: Bound, xs: Tensors) -> None:
+    """vmap of the op, and of its gradient (per-sample gradients), equals a loop over the batch, and
+    so does a backward with batched grad_outputs."""
     n = len(xs)
     one = xs[0] if n == 1 else None
     xss = tuple(_batch(x) for x in xs)
@@ -95,6 +97,7 @@ def _grad(ys: Tensors, xs: Tensors, gs: Tensors) -> Tensors:
 
 
 def vmap_raises(op: Bound, xs: Tensors) -> None:
+    """A Function without a vmap rule: vmap must raise when asked, not answer."""
     try:
         torch.func.vmap(op)(*(_batch(x) for x in xs))
     except Exception:
