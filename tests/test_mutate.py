@@ -253,7 +253,7 @@ def test_a_mutants_broadcast_count_traces_without_a_dynamo_warning(capfd):
     """`compile` traces a mutant's backward, its count of broadcast uses included: written with a
     builtin max(..., default=0) it made Dynamo print "incorrect arg count ... _call_min_max" into
     `opzoo mutate`'s output."""
-    from opzoo.testing.mutation._mutants import Site, _broadcast
+    from opzoo.testing.mutation._mutant_hooks import Site, _broadcast
 
     def scaled(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         site = Site(xs=(x, y), signature=2, cores=(0, 0), contiguous=(True, True))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from opzoo.testing.checks._onesided import KINDS, Probe, jacobian_rows
+from opzoo.testing.checks._backward_rows import jacobian_rows
+from opzoo.testing.checks._onesided import KINDS, Probe
 
 
 def _t(*values: float) -> torch.Tensor:

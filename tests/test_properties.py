@@ -17,7 +17,7 @@ from wrong_ops import ONLY, WRONG
 
 import opzoo
 from opzoo.testing import PROPERTIES, bind, check_property, noncontiguous, tensors
-from opzoo.testing.checks._bound import agree
+from opzoo.testing.checks._compare import agree
 from opzoo.testing.checks._surrogate import HINT
 from opzoo.testing.strategies import KINK_MARGIN, cases
 

@@ -156,7 +156,7 @@ PROPERTIES: dict[str, Property] = {
         ),
         Property(
             "kinks",
-            "_kinks:kinks",
+            "_declared_kinks:kinks",
             "the gradient at each declared kink is the declared one",
             _needs_kinks,
         ),
@@ -170,13 +170,13 @@ PROPERTIES: dict[str, Property] = {
         ),
         Property(
             "extremes",
-            "_oracles:extremes",
+            "_extremes:extremes",
             "a finite gradient at inputs scaled to 1e4 wherever the forward is finite",
             fixed=2,
         ),
         Property(
             "subsets",
-            "_oracles:subsets",
+            "_subsets:subsets",
             "any subset of the inputs requiring grad gets the same gradients",
             _several_inputs,
             edges=True,
@@ -215,13 +215,21 @@ PROPERTIES: dict[str, Property] = {
 def parse_properties(items: Iterable[str] | None) -> list[str]:
     """Property names from comma-separated items (all of them if None); ValueError on an unknown
     name, or on items that name none (`-p ""`)."""
-    names = [p.strip() for item in items or () for p in item.split(",") if p.strip()]
+    return choose(items, PROPERTIES, "property", list(PROPERTIES))
+
+
+def choose(items: Iterable[str] | None, table: Iterable[str], what: str, default: list[str]) -> list[str]:
+    """Names from comma-separated ``items``, each a key of ``table``, once each in the order given;
+    ``default`` if ``items`` is None. ValueError on an unknown name, or on items that name none; the
+    message calls a name a ``what`` and lists the table's."""
+    known = list(table)
+    names = [n.strip() for item in items or () for n in item.split(",") if n.strip()]
     if items is not None and not names:
-        raise ValueError(f"no property named; choose from {', '.join(PROPERTIES)}")
+        raise ValueError(f"no {what} named; choose from {', '.join(known)}")
     for name in names:
-        if name not in PROPERTIES:
-            raise ValueError(f"unknown property {name!r}; choose from {', '.join(PROPERTIES)}")
-    return list(dict.fromkeys(names)) or list(PROPERTIES)
+        if name not in known:
+            raise ValueError(f"unknown {what} {name!r}; choose from {', '.join(known)}")
+    return list(dict.fromkeys(names)) or default
 
 
 def summaries() -> str:
@@ -232,7 +240,7 @@ def summaries() -> str:
 # Plugins' and opzoo's own tests import these from here; they live in _bound (and import torch).
 _FROM_BOUND = ("Bound", "PropertyFailed", "PropertySkipped", "bind", "noncontiguous", "ramp")
 
-__all__ = ["PROPERTIES", "Property", "parse_properties", "summaries", *_FROM_BOUND]
+__all__ = ["PROPERTIES", "Property", "choose", "parse_properties", "summaries", *_FROM_BOUND]
 
 
 def __getattr__(name: str) -> Any:

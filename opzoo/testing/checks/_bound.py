@@ -1,5 +1,7 @@
-"""What the properties work on: an op with its parameters fixed (:class:`Bound`), and the helpers
-every property shares: grad_outputs, vector-Jacobian products, layouts and comparisons.
+"""What the properties work on: an op with its parameters fixed (:class:`Bound`), and how every
+property calls it: its outputs, grad_outputs, vector-Jacobian products over the differentiable
+outputs, what the forward rejects, another memory layout. How results are compared:
+:mod:`opzoo.testing.checks._compare`.
 
 An op takes the tensors its signature declares and returns one tensor or a tuple of them; here every
 op is called as ``op(*inputs)`` and its outputs are always a tuple (:meth:`Bound.outputs`), so that a
@@ -8,7 +10,6 @@ property is written once for unary, n-ary and multi-output ops alike.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -19,14 +20,6 @@ from opzoo.core._signature import ShapeError
 
 Tensors = tuple[torch.Tensor, ...]
 
-#: Tolerances against the float64 result, per dtype (values already rounded to the dtype).
-TOLERANCES = {
-    torch.float64: dict(rtol=1e-7, atol=1e-9),
-    torch.float32: dict(rtol=1e-4, atol=1e-5),
-    torch.float16: dict(rtol=1e-2, atol=1e-3),
-    torch.bfloat16: dict(rtol=3e-2, atol=1e-2),
-}
-EXACT = dict(rtol=1e-9, atol=1e-12)  # same arithmetic, other memory layout
 #: Inputs of more elements than this get the checks whose cost stays linear in their size.
 LARGE = 4096
 
@@ -322,145 +315,3 @@ def once_differentiable(grads: Sequence[torch.Tensor | None]) -> bool:
             return True
         stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
     return False
-
-
-def where(i: int, n: int, what: str) -> str:
-    """``" (input 1)"`` for an op with several inputs (or outputs); nothing for one."""
-    return f" ({what} {i})" if n > 1 else ""
-
-
-def close(
-    got: torch.Tensor,
-    want: torch.Tensor,
-    tol: dict[str, float],
-    what: str,
-    x: torch.Tensor | None = None,
-    *,
-    par: torch.Tensor | None = None,
-    scaled: bool = False,
-) -> None:
-    """Raise PropertyFailed naming the first element (by its index) where ``got`` and ``want`` differ.
-
-    par:    the same quantity from the reference computed in the op's own low precision: an element
-            may be off by up to twice as much as that is (an op is not asked to beat torch's own
-            rounding in bfloat16), on top of the dtype's tolerance.
-    scaled: ``atol`` is relative to the largest magnitude in ``want`` (a matrix product summed in
-            another order moves a cancelling element by rounding of its summands, not of itself).
-    """
-    if got.shape != want.shape:
-        raise PropertyFailed(f"{what}: shape {tuple(got.shape)} vs {tuple(want.shape)}")
-    got64, want64 = got.double(), want.double()
-    atol, rtol = tol["atol"], tol["rtol"]
-    if scaled and want64.numel():
-        finite = want64[want64.isfinite()]
-        atol *= max(1.0, finite.abs().max().item()) if finite.numel() else 1.0
-    allowed = atol + rtol * want64.abs()
-    if par is not None:
-        allowed = allowed + 2 * (par.double() - want64).abs().nan_to_num(nan=0.0, posinf=0.0)
-    diff = (got64 - want64).abs()
-    same = (got64 == want64) | (got64.isnan() & want64.isnan())
-    bad = ~same & ~(diff <= allowed)
-    if bad.any():
-        flat = int(bad.reshape(-1).nonzero()[0])
-        index = _index(flat, got.shape)
-        at_x = ""
-        if x is not None and x.shape == got.shape:
-            at_x = f" (x = {x.reshape(-1)[flat].item():.9g})"
-        raise PropertyFailed(
-            f"{what}: {int(bad.sum())} of {bad.numel()} elements differ; first at index {list(index)}: "
-            f"got {got.reshape(-1)[flat].item():.9g}, expected {want.reshape(-1)[flat].item():.9g}{at_x}",
-        )
-
-
-#: Two results of the same arithmetic done differently (another summation order, another BLAS kernel,
-#: another CPU) agree within this many units in the last place of the scale of what was summed.
-ULPS = 16
-
-
-def agree(got: torch.Tensor, want: torch.Tensor, scale: torch.Tensor | float | None = None) -> torch.Tensor:
-    """Per element, whether ``got`` and ``want`` agree to within :data:`ULPS` units in the last place
-    (of their dtype) of the larger of them and of ``scale``: the magnitude of the terms summed into
-    each element, per element or one number (default: the largest finite magnitude in ``want``, as
-    a sum that cancels carries the rounding of its terms, not of its result). ``nan`` matches ``nan``
-    and equal infinities match; a ``nan`` or an infinity widens no other element's tolerance."""
-    if got.shape != want.shape:
-        return torch.zeros(torch.broadcast_shapes(got.shape, want.shape), dtype=torch.bool)
-    if not want.is_floating_point():
-        return got == want
-    eps = torch.finfo(want.dtype).eps
-    if scale is None:
-        finite = want[want.isfinite()]
-        scale = finite.abs().max().item() if finite.numel() else 0.0
-    if isinstance(scale, torch.Tensor):
-        scale = scale.to(want.dtype).abs().nan_to_num(0.0, 0.0, 0.0)
-    own = torch.maximum(got.abs(), want.abs()).nan_to_num(0.0, 0.0, 0.0)
-    spacing = torch.nextafter(own, torch.full_like(own, math.inf)) - own  # one ulp of each, subnormals too
-    allowed = ULPS * (spacing + eps * scale)
-    same = (got == want) | (got.isnan() & want.isnan())
-    return same | ((got - want).abs() <= allowed)
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether ``a`` and ``b`` hold the same values (``nan`` where the other has ``nan``): for what
-    must not change at all (an input a forward must not write), not for two results computed apart."""
-    return a.shape == b.shape and a.dtype == b.dtype and bool(((a == b) | (a.isnan() & b.isnan())).all())
-
-
-def _index(flat: int, shape: torch.Size | tuple[int, ...]) -> tuple[int, ...]:
-    if not len(shape):
-        return ()
-    return tuple(int(v) for v in torch.unravel_index(torch.tensor(flat), tuple(shape)))
-
-
-def worst_gradient_mismatch(
-    op: Bound,
-    xs: Sequence[torch.Tensor],
-    eps: float = 1e-6,
-    *,
-    output: int | None = None,
-    input: int | None = None,
-) -> dict[str, Any] | None:
-    """Compare the analytic gradient of ``sum(out_j * g_j)`` with central differences, element by
-    element, for output ``output`` and input ``input`` (every one where None: so that the worst
-    agrees with a headline that names them); return where they differ most."""
-    if sum(x.numel() for x in xs) > LARGE or all(x.numel() == 0 for x in xs):
-        return None
-    xs = tuple(x.detach().clone() for x in xs)
-    outs = op.outputs(*xs)
-    gs = grad_outputs(outs)
-    worst: dict[str, Any] | None = None
-    for j in range(len(outs)) if output is None else [output]:
-        only_j = [g if k == j else torch.zeros_like(g) for k, g in enumerate(gs)]
-        _, analytic = vjp(op, xs, only_j)
-        for i, x in enumerate(xs):
-            if x.numel() == 0 or input not in (None, i):
-                continue
-            numeric = torch.empty_like(x).reshape(-1)
-            flat = x.reshape(-1)
-            with torch.no_grad():
-                for e in range(flat.numel()):
-                    orig = flat[e].item()
-                    flat[e] = orig + eps
-                    up = (op.outputs(*xs)[j] * gs[j]).sum().item()
-                    flat[e] = orig - eps
-                    down = (op.outputs(*xs)[j] * gs[j]).sum().item()
-                    flat[e] = orig
-                    numeric[e] = (up - down) / (2 * eps)
-            diff = (numeric - analytic[i].reshape(-1)).abs().nan_to_num(nan=math.inf)
-            e = int(diff.argmax())
-            if worst is None or diff[e].item() > worst["_diff"]:
-                worst = {
-                    "_diff": diff[e].item(),
-                    "input": i,
-                    "output": j,
-                    "index": _index(e, x.shape),
-                    "x": flat[e].item(),
-                    "numerical": numeric[e].item(),
-                    "analytic": analytic[i].reshape(-1)[e].item(),
-                }
-    if worst is None:
-        return None
-    worst.pop("_diff")
-    if len(xs) == 1 and len(outs) == 1:
-        del worst["input"], worst["output"]
-    return worst

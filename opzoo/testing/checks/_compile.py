@@ -9,7 +9,8 @@ from typing import Callable
 import torch
 
 from opzoo.exceptions import one_line
-from opzoo.testing.checks._bound import TOLERANCES, Bound, PropertyFailed, close, vjp, where
+from opzoo.testing.checks._bound import Bound, PropertyFailed, vjp
+from opzoo.testing.checks._compare import TOLERANCES, close, where
 from opzoo.testing.checks._forward import defines_jvp
 
 

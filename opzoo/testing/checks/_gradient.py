@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch.autograd import gradcheck
@@ -15,6 +15,7 @@ from torch.autograd.gradcheck import GradcheckError
 
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _kinks
+from opzoo.testing.checks._backward_rows import jacobian_rows
 from opzoo.testing.checks._bound import (
     LARGE,
     Bound,
@@ -27,14 +28,13 @@ from opzoo.testing.checks._bound import (
     noncontiguous,
     once_differentiable,
     ramp,
-    worst_gradient_mismatch,
+    vjp,
 )
-from opzoo.testing.checks._onesided import Probe, jacobian_rows
-from opzoo.testing.checks._surrogate import (
-    piecewise_constant_hint,
-    surrogate_double_backward,
-    surrogate_gradient,
-)
+from opzoo.testing.checks._compare import index_of
+from opzoo.testing.checks._kink_words import describe
+from opzoo.testing.checks._onesided import KINDS, Probe
+from opzoo.testing.checks._surrogate import piecewise_constant_hint, surrogate_gradient
+from opzoo.testing.checks._surrogate_second import surrogate_double_backward
 
 #: gradcheck's settings for both properties.
 EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
@@ -80,6 +80,60 @@ def _pair(exc: GradcheckError) -> tuple[int | None, int | None]:
     return (int(found.group(1)), int(found.group(2))) if found else (None, None)
 
 
+def worst_gradient_mismatch(
+    op: Bound,
+    xs: Sequence[torch.Tensor],
+    eps: float = 1e-6,
+    *,
+    output: int | None = None,
+    input: int | None = None,
+) -> dict[str, Any] | None:
+    """Compare the analytic gradient of ``sum(out_j * g_j)`` with central differences, element by
+    element, for output ``output`` and input ``input`` (every one where None: so that the worst
+    agrees with a headline that names them); return where they differ most."""
+    if sum(x.numel() for x in xs) > LARGE or all(x.numel() == 0 for x in xs):
+        return None
+    xs = tuple(x.detach().clone() for x in xs)
+    outs = op.outputs(*xs)
+    gs = grad_outputs(outs)
+    worst: dict[str, Any] | None = None
+    for j in range(len(outs)) if output is None else [output]:
+        only_j = [g if k == j else torch.zeros_like(g) for k, g in enumerate(gs)]
+        _, analytic = vjp(op, xs, only_j)
+        for i, x in enumerate(xs):
+            if x.numel() == 0 or input not in (None, i):
+                continue
+            numeric = torch.empty_like(x).reshape(-1)
+            flat = x.reshape(-1)
+            with torch.no_grad():
+                for e in range(flat.numel()):
+                    orig = flat[e].item()
+                    flat[e] = orig + eps
+                    up = (op.outputs(*xs)[j] * gs[j]).sum().item()
+                    flat[e] = orig - eps
+                    down = (op.outputs(*xs)[j] * gs[j]).sum().item()
+                    flat[e] = orig
+                    numeric[e] = (up - down) / (2 * eps)
+            diff = (numeric - analytic[i].reshape(-1)).abs().nan_to_num(nan=math.inf)
+            e = int(diff.argmax())
+            if worst is None or diff[e].item() > worst["_diff"]:
+                worst = {
+                    "_diff": diff[e].item(),
+                    "input": i,
+                    "output": j,
+                    "index": index_of(e, x.shape),
+                    "x": flat[e].item(),
+                    "numerical": numeric[e].item(),
+                    "analytic": analytic[i].reshape(-1)[e].item(),
+                }
+    if worst is None:
+        return None
+    worst.pop("_diff")
+    if len(xs) == 1 and len(outs) == 1:
+        del worst["input"], worst["output"]
+    return worst
+
+
 def directional(op: Bound, xs: Sequence[torch.Tensor], eps: float = EPS) -> None:
     """vᵀJu against central differences along a random direction u: one backward and two forwards,
     so a large input costs what it weighs (the check gradcheck's fast mode makes). Where they differ
@@ -104,7 +158,7 @@ def directional(op: Bound, xs: Sequence[torch.Tensor], eps: float = EPS) -> None
         rows = (~probe.smooth).nonzero().reshape(-1)
         if len(rows):
             _kinks.judge(probe, rows, jacobian_rows(fn, xs, rows, probe))
-            _kinks.describe(probe, op.notes)
+            describe(probe, op.notes)
             keep = probe.mask(probe.smooth)
             vs = tuple(v * k.to(v.device) for v, k in zip(vs, keep))
             analytic, numeric = _along(op, xs, us, vs, eps)
@@ -128,8 +182,6 @@ def _along(
     op: Bound, xs: Sequence[torch.Tensor], us: Sequence[torch.Tensor], vs: Tensors, eps: float
 ) -> tuple[float, float]:
     """vᵀJu from the backward, and from central differences along u."""
-    from opzoo.testing.checks._bound import vjp
-
     _, grads = vjp(op, xs, vs)
     analytic = sum(float((g * u).sum()) for g, u in zip(grads, us))
     with torch.no_grad():
@@ -149,8 +201,6 @@ def _weighted(op: Bound, vs: Tensors) -> Callable[..., Tensors]:
 
 
 def _kind(probe: Probe) -> str:
-    from opzoo.testing.checks._onesided import KINDS
-
     return KINDS[int(probe.kind[~probe.smooth][0])]
 
 

@@ -7,19 +7,8 @@ from __future__ import annotations
 import torch
 
 from opzoo.exceptions import one_line
-from opzoo.testing.checks._bound import (
-    EXACT,
-    Bound,
-    PropertyFailed,
-    agree,
-    close,
-    grad,
-    grad_outputs,
-    noncontiguous,
-    same_bits,
-    vjp,
-    where,
-)
+from opzoo.testing.checks._bound import Bound, PropertyFailed, grad, grad_outputs, noncontiguous, vjp
+from opzoo.testing.checks._compare import EXACT, agree, close, same_bits, where
 
 
 def layout(op: Bound, *xs: torch.Tensor) -> None:

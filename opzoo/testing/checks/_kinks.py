@@ -1,5 +1,5 @@
-"""Kinks: where an op is not differentiable, a backward held to the valid generalised gradients, and
-the ``kinks`` check of the kinks an op declares.
+"""Kinks nobody declared: where an op is not differentiable, a backward held to the valid generalised
+gradients instead of to finite differences, and the oracles not held to their own choice there.
 
 Finite differences that straddle a kink measure no derivative, so gradcheck fails a correct op there
 (the tutorial's MyReLU at x = 0: "numerical 0.5, analytical 1.0"; a max of two equal values; a norm at
@@ -10,8 +10,8 @@ ReLU's 0 is not, nor (1, 1) at a tie of max(x, y)), and is noted; at a jump, or 
 not finite, there is nothing to check; every other element is held to gradcheck as before (the
 check runs again with the elements it cannot judge fixed at their values). The oracles (the forward's
 autograd, the reference, the jvp) are not held to their own choice of subgradient at such elements
-either: :func:`smooth_weights`. Declared kinks keep pinning their exact value: the ``kinks``
-property, at the end of this module.
+either: :func:`smooth_rows`. How all this is worded: ``_kink_words``. Declared kinks keep pinning
+their exact value: the ``kinks`` property (``_declared_kinks``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,17 @@ import torch
 from torch.autograd.gradcheck import GradcheckError
 
 from opzoo.testing.checks import _onesided
-from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, vjp
-from opzoo.testing.checks._onesided import ATOL, RTOL, Probe, Violation, jacobian_rows
+from opzoo.testing.checks._backward_rows import flat_vjp, jacobian_rows
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors
+from opzoo.testing.checks._kink_words import (
+    describe,
+    note_of,
+    subject_of,
+    violation_message,
+    violation_worst,
+    worst_at,
+)
+from opzoo.testing.checks._onesided import ATOL, RTOL, Probe
 
 Fn = Callable[..., Any]
 
@@ -70,13 +79,13 @@ def gradcheck_rows(
     if not any(bool(f.any()) for f in finite):
         # nan or infinite everywhere (the first derivative of a variance of one element): nothing
         # to check, and finite differences of it would only be slow
-        notes.append(_note(_onesided.UNDEFINED, subject_of(order), False))
+        notes.append(note_of(_onesided.UNDEFINED, subject_of(order), False))
         return
     everywhere = all(bool(f.all()) for f in finite)
     error = _attempt(run, fn if everywhere else _held(fn, finite, base), fn, leaves, notes)
     if error is None:
         if not everywhere:
-            notes.append(_note(_onesided.UNDEFINED, subject_of(order), False))
+            notes.append(note_of(_onesided.UNDEFINED, subject_of(order), False))
         return
     probe = Probe(fn, leaves, diagonal=diagonal)
     rows = (~probe.smooth).nonzero().reshape(-1)
@@ -184,12 +193,8 @@ def _vjp_flat(fn: Fn, xs: Tensors, weights: torch.Tensor, probe: Probe) -> torch
     leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
     with torch.enable_grad():
         outs = fn(*leaves)
-        ws = probe.mask(weights)
-        pairs = [(o, w.to(o)) for o, w in zip(outs, ws) if o.requires_grad]
-        if not pairs:
-            return torch.zeros(probe.n, dtype=torch.float64)
-        grads = torch.autograd.grad([o for o, _ in pairs], leaves, [w for _, w in pairs], allow_unused=True)
-    return _onesided.flat([torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)])
+        ws = [w.to(o) for o, w in zip(outs, probe.mask(weights))]
+        return flat_vjp(outs, leaves, ws, probe.n)
 
 
 def _held(fn: Fn, keep: Sequence[torch.Tensor], base: Tensors) -> Fn:
@@ -209,8 +214,8 @@ def judge(
     of the probed function (see :meth:`Probe.violations`)."""
     bad = probe.violations(rows, jac)
     if bad is not None:
-        message = _violation_message(probe, bad, order, subject or subject_of(order))
-        raise PropertyFailed(message, worst=_violation_worst(probe, bad))
+        message = violation_message(probe, bad, order, subject or subject_of(order))
+        raise PropertyFailed(message, worst=violation_worst(probe, bad))
 
 
 def strict(fn: Fn, xs: Tensors, probe: Probe, *, order: int = 1) -> None:
@@ -235,7 +240,7 @@ def strict(fn: Fn, xs: Tensors, probe: Probe, *, order: int = 1) -> None:
         f"Jacobian mismatch for output {out.tensor} with respect to input {col.tensor}, at index "
         f"{list(col.index)} (output element {list(out.index)}): numerical {n:.9g}, analytical {a:.9g}"
     )
-    raise PropertyFailed(message, worst=_worst(full, r, c, numerical=n, analytic=a))
+    raise PropertyFailed(message, worst=worst_at(full, r, c, numerical=n, analytic=a))
 
 
 def first_derivative(fn: Fn, grads: Sequence[torch.Tensor]) -> Callable[..., Tensors]:
@@ -300,184 +305,3 @@ def unjudged(
         got2.append(torch.where(skip, torch.nan, g))
         want2.append(torch.where(skip, torch.nan, w))
     return tuple(got2), tuple(want2)
-
-
-# -- words --------------------------------------------------------------------------------------
-
-
-def subject_of(order: int) -> str:
-    """What a check of ``order`` differentiates: the op, or (double backward) its first derivative."""
-    return "the op" if order == 1 else "the first derivative"
-
-
-def _what(subject: str, j: int | None = None, n: int = 1) -> str:
-    """``subject``, and which of its outputs where it has several."""
-    if j is None or n == 1:
-        return subject
-    return f"{subject} (output {j})" if subject != "the op" else f"the op's output {j}"
-
-
-def describe(
-    probe: Probe, notes: list[str], *, order: int = 1, oracle: bool = False, subject: str | None = None
-) -> None:
-    """A note per kind of element that is not smooth (without the example's values, so that the
-    same kind met in many examples is one note; a unary elementwise op's kinks by where they are)."""
-    kinds = probe.kind
-    subject = subject or subject_of(order)
-    n_out = len(probe.out_shapes)
-    one = probe.diagonal and len(probe.xs) == 1 and n_out == 1
-    for kind in (_onesided.CONVEX, _onesided.CONCAVE):
-        rows = (kinds == kind).nonzero().reshape(-1)
-        if one and order == 1 and not oracle and subject == "the op":
-            for r in rows[:3].tolist():
-                x = round(probe.value(r), 3) + 0.0
-                sides = [round(float(v[r, 0]), 6) + 0.0 for v in (probe.down, probe.up)]
-                notes.append(
-                    f"undeclared kink near x = {x:g} (one-sided derivatives {sides[0]:.4g} and "
-                    f"{sides[1]:.4g}): its gradient lies between them; declare kinks= to pin its value"
-                )
-            continue
-        for j in sorted({probe.row(r).tensor for r in rows.tolist()}):
-            notes.append(_note(kind, _what(subject, j, n_out), oracle))
-    for kind in (_onesided.MIXED, _onesided.JUMPS, _onesided.UNBOUNDED, _onesided.UNDEFINED):
-        rows = (kinds == kind).nonzero().reshape(-1)
-        if one and kind == _onesided.JUMPS and order == 2 and subject == "the first derivative":
-            for r in rows[:3].tolist():
-                x = round(probe.value(r), 3) + 0.0
-                notes.append(
-                    f"undeclared kink near x = {x:g}: its second derivative is not checked there (the "
-                    "first derivative jumps); declare kinks= to skip it"
-                )
-            continue
-        for j in sorted({probe.row(r).tensor for r in rows.tolist()}):
-            notes.append(_note(kind, _what(subject, j, n_out), oracle))
-
-
-def _note(kind: int, what: str, oracle: bool) -> str:
-    if oracle:
-        return (
-            f"{what} is not differentiable at some points ({_onesided.KINDS[kind]}): the backward is "
-            "not held to the oracle's choice of generalised gradient there (gradient judges it)"
-        )
-    return {
-        _onesided.CONVEX: f"{what} has kinks or ties (one-sided derivatives differ): its gradient there "
-        "lies between them along each coordinate and direction probed, as a valid generalised gradient",
-        _onesided.CONCAVE: f"{what} has kinks or ties (one-sided derivatives differ): its gradient there "
-        "lies between them along each coordinate and direction probed, as a valid generalised gradient",
-        _onesided.MIXED: f"{what} has kinks where more than two pieces meet (a tie of three, say): its "
-        "gradient there is only required to be finite",
-        _onesided.JUMPS: f"{what} jumps at some points: no derivative there, nothing to check",
-        _onesided.UNBOUNDED: f"{what} is not finite near some points: nothing to check there",
-        _onesided.UNDEFINED: f"{what} is not finite (nan or inf) at some points: nothing to check there",
-    }[kind]
-
-
-def _worst(probe: Probe, r: int, c: int, **values: float) -> dict[str, Any]:
-    out, col = probe.row(r), probe.column(c)
-    worst: dict[str, Any] = {"input": col.tensor, "output": out.tensor, "index": col.index}
-    worst["x"] = probe.value(c)
-    worst |= values
-    if len(probe.xs) == 1 and len(probe.out_shapes) == 1:
-        del worst["input"], worst["output"]
-    return worst
-
-
-def _violation_worst(probe: Probe, v: Violation) -> dict[str, Any]:
-    return _worst(probe, v.row, v.column, left=v.left, right=v.right, analytic=v.got)
-
-
-def _violation_message(probe: Probe, v: Violation, order: int, subject: str) -> str:
-    out, col = probe.row(v.row), probe.column(v.column)
-    n_in, n_out = len(probe.xs), len(probe.out_shapes)
-    one = probe.diagonal and n_in == 1 and n_out == 1
-    gradient = "gradient" if order == 1 else "second derivative"
-    sides = f"the one-sided derivatives {v.left:.9g} and {v.right:.9g}"
-    if one and v.direction is None:
-        kink = "an undeclared kink" if order == 1 else "an undeclared kink of the first derivative"
-        return (
-            f"at x = {probe.value(v.column):.9g}, {kink}, the {gradient} is {v.got:.9g}: not between "
-            f"{sides}, so no valid subgradient"
-        )
-    element = f" (element {list(out.index)})" if out.index else ""
-    here = f"{_what(subject, out.tensor, n_out)}{element}"
-    of = f" with respect to input {col.tensor}" if n_in > 1 else ""
-    if v.direction is None and v.left != v.left:  # nan: a mixed kink's non-finite gradient
-        return (
-            f"{here} has a kink of several pieces here, and its {gradient}{of} at index "
-            f"{list(col.index)} is not finite: no valid subgradient"
-        )
-    if v.direction is None and abs(v.right - v.left) <= _onesided.TOL * (1 + max(abs(v.left), abs(v.right))):
-        # not differentiable here, but along this input it is: a plain mismatch, as gradcheck says it
-        return (
-            f"Jacobian mismatch for output {out.tensor} with respect to input {col.tensor}, at index "
-            f"{list(col.index)}{element.replace('element', 'output element')}: numerical "
-            f"{(v.left + v.right) / 2:.9g}, analytical {v.got:.9g} ({here} has a kink or tie here, but "
-            "not along this input)"
-        )
-    if v.direction is None:
-        return (
-            f"{here} is not differentiable here (a tie or a kink: its one-sided derivatives differ), and "
-            f"its {gradient}{of} at index {list(col.index)} is {v.got:.9g}: not between {sides}, so no "
-            "valid subgradient"
-        )
-    along = (
-        "the all-ones direction (every input element moved together)"
-        if v.direction == probe.coordinates
-        else f"random direction {v.direction - probe.coordinates}"
-    )
-    return (
-        f"{here} is not differentiable here (a tie or a kink), and its {gradient} is no valid "
-        f"generalised gradient: along {along} it gives the directional derivative {v.got:.9g}, not "
-        f"between {sides} along that direction, so no valid subgradient (at a tie, the gradients of "
-        "the tied inputs must add up to the slope along their common direction)"
-    )
-
-
-# -- the declared kinks -------------------------------------------------------------------------
-
-
-def kinks(op: Bound, x: torch.Tensor) -> None:
-    """At each declared kink, the gradient equals the declared subgradient (elementwise ops)."""
-    declared = op.spec.contract.kinks_at(op.params)
-    points = torch.tensor(list(declared), dtype=torch.float64, device=x.device)
-    want = torch.tensor(list(declared.values()), dtype=torch.float64, device=x.device)
-    _, (got,) = vjp(op, (points,), (torch.ones_like(points),))
-    ok = torch.isclose(got, want, rtol=1e-9, atol=1e-12)
-    if bool(ok.all()):
-        return
-    # A threshold kept in a lower precision (a float32 0.1 is 0.100000001490116...) puts the op's kink
-    # a rounding away from the declared point, which float64 resolves: the declared gradient is then
-    # the op's at the declared point rounded to that precision. (Not where the op's gradient changes
-    # within a float64 step of the declared point: there the declared point is the op's kink, and one
-    # side of every kink has the declared value, which would make the check say nothing.)
-    nearby = [(name, points.to(getattr(torch, name)).double()) for name in op.spec.contract.dtypes]
-    for name, there in nearby:
-        if bool(ok.all()):
-            break
-        if torch.equal(there, points):
-            continue
-        _, (got_there,) = vjp(op, (there,), (torch.ones_like(there),))
-        # ... only where the declared point is not the op's kink itself: the op's gradient a float64
-        # step towards the rounded point is still its gradient at the declared point
-        step = torch.nextafter(points, there)
-        _, (got_step,) = vjp(op, (step,), (torch.ones_like(step),))
-        fits = ~ok & torch.isclose(got_there, want, rtol=1e-9, atol=1e-12) & (got_step == got)
-        for i in fits.nonzero().reshape(-1).tolist():
-            op.notes.append(
-                f"the kink declared at {points[i].item():g} is where the op's gradient takes the declared "
-                f"value in {name} ({there[i].item():.17g}): checked there"
-            )
-        ok |= fits
-    if bool(ok.all()):
-        return
-    i = int((~ok).nonzero()[0])
-    raise PropertyFailed(
-        f"at the kink x = {points[i].item():g} the gradient is {got[i].item():g}, "
-        f"but the op declares {want[i].item():g}",
-        worst={
-            "index": (i,),
-            "x": points[i].item(),
-            "declared": want[i].item(),
-            "analytic": got[i].item(),
-        },
-    )

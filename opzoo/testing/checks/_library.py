@@ -13,7 +13,8 @@ import torch
 
 from opzoo.core._registry import OpSpec
 from opzoo.exceptions import one_line
-from opzoo.testing.checks._bound import Bound, PropertyFailed, grad, same_bits
+from opzoo.testing.checks._bound import Bound, PropertyFailed, grad
+from opzoo.testing.checks._compare import same_bits
 
 #: What ``torch.library.opcheck`` tests on every drawn input: schema (no mutation, no aliasing),
 #: autograd registration, and the fake kernel against the real one (shapes, dtypes, strides).

@@ -22,23 +22,25 @@ differences along each coordinate (each input element) and along a few random di
 ``unbounded``   not finite near x, ``undefined``: not finite at x (a variance of one element):
                 nothing to check.
 
-Convexity is judged from the function's values: ``f(x + hd) + f(x - hd) >= 2 f(x)`` along each probed
-direction and ``f(x + h(a + b)/2) <= (f(x + ha) + f(x + hb)) / 2`` for pairs of them; evidence
-against both is a mixed kink, against neither no kink at all. Each test is a direct consequence of
-convexity (concavity) at the points probed, so a convex row is never judged mixed; a mixed row that
-passes every probe for convexity would be judged convex, which takes a non-convex function that
-looks convex along every probed pair of directions (none of torch's tie-breaking ops does: the
-tests of tests/test_onesided.py probe each).
+Convexity is judged from the function's values (``_convexity``): ``f(x + hd) + f(x - hd) >= 2 f(x)``
+along each probed direction and ``f(x + h(a + b)/2) <= (f(x + ha) + f(x + hb)) / 2`` for pairs of
+them; evidence against both is a mixed kink, against neither no kink at all. Each test is a direct
+consequence of convexity (concavity) at the points probed, so a convex row is never judged mixed; a
+mixed row that passes every probe for convexity would be judged convex, which takes a non-convex
+function that looks convex along every probed pair of directions (none of torch's tie-breaking ops does: the
+tests of tests/test_onesided.py probe each). A backward's Jacobian rows are held to what a Probe
+measured (:meth:`Probe.violations`); ``_backward_rows`` computes them.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
+
+from opzoo.testing.checks._convexity import TOL, gap_evidence, midpoint_evidence
 
 Tensors = tuple[torch.Tensor, ...]
 Fn = Callable[..., Tensors]
@@ -47,8 +49,6 @@ Fn = Callable[..., Tensors]
 H = 1e-6
 #: A second, smaller step: a jump's difference does not shrink with the step, a slope's does.
 H2 = H / 16
-#: One-sided differences that differ by more than this (relative to 1 + their size) are a kink.
-TOL = 1e-3
 #: A change at least this large (relative to 1 + |f|) that does not shrink with the step is a jump.
 JUMP = 1e-3
 #: Random directions probed besides the all-ones one. Each pair of them is one convexity test: at a
@@ -91,6 +91,28 @@ def _place(k: int, shapes: Sequence[torch.Size]) -> Place:
             return Place(i, index)
         k -= n
     raise IndexError(k)
+
+
+def _kinds(
+    convex_no: torch.Tensor,
+    concave_no: torch.Tensor,
+    nonlinear: torch.Tensor,
+    jumps: torch.Tensor,
+    nearby: torch.Tensor,
+    finite: torch.Tensor,
+) -> torch.Tensor:
+    """Each row's kind from the evidence against convexity and concavity, a non-linearity neither
+    explains, a jump, values not finite nearby or at the point (each later one overrides)."""
+    # non-linear but neither test says which way: judge nothing there
+    both = nonlinear & ~convex_no & ~concave_no
+    kind = torch.full(finite.shape, SMOOTH, dtype=torch.long)
+    kind[concave_no & ~convex_no] = CONVEX
+    kind[convex_no & ~concave_no] = CONCAVE
+    kind[(convex_no & concave_no) | both] = MIXED
+    kind[jumps] = JUMPS
+    kind[~nearby] = UNBOUNDED
+    kind[~finite] = UNDEFINED
+    return kind
 
 
 class Probe:
@@ -166,105 +188,63 @@ class Probe:
         each row's kind: the second step only along directions where something changes enough to be
         a jump, the midpoints only where a kink is found (to tell convex, concave and mixed apart)."""
         f0, dirs = self.f0, self.dirs
-        k, c = dirs.shape[0], self.coordinates
         base = f0[:, None]
-        stack = (lambda ts: torch.stack(ts, 1)) if k else (lambda ts: base[:, :0])
+        stack = (lambda ts: torch.stack(ts, 1)) if dirs.shape[0] else (lambda ts: base[:, :0])
         plus = stack([self._at(H * d) for d in dirs])
         minus = stack([self._at(-H * d) for d in dirs])
         finite = f0.isfinite()
         nearby = torch.cat([plus, minus], 1).isfinite().all(1)
         self.up, self.down = (plus - base) / H, (base - minus) / H  # right, left derivatives
-        # a jump: a change that does not shrink with the step (a slope's shrinks 16-fold at H2)
-        jumps = torch.zeros(self.m, dtype=torch.bool)
-        for sign, far in ((1.0, plus), (-1.0, minus)):
-            big = (far - base).abs()
-            large = big > JUMP * (1 + base.abs())
-            for j in large.any(0).nonzero().reshape(-1).tolist():
-                near = self._at(sign * H2 * dirs[j])
-                nearby &= near.isfinite()
-                jumps |= large[:, j] & ((near - f0).abs() > 0.5 * big[:, j])
-        convex_no = torch.zeros(self.m, dtype=torch.bool)  # evidence that a row is not convex
-        concave_no = torch.zeros(self.m, dtype=torch.bool)
-        if k:
-            gap = self.up - self.down  # (f(x + hd) + f(x - hd) - 2 f(x)) / h: >= 0 if convex
-            tol = TOL * (1 + torch.maximum(self.up.abs(), self.down.abs()))
-            kinky = self._not_curvature(gap, gap.abs() > tol)
-            convex_no |= ((gap < 0) & kinky).any(1)
-            concave_no |= ((gap > 0) & kinky).any(1)
-        # Linear along every line yet not linear (the median of equal values: odd, so no gap shows):
-        # the central difference along each random direction against the coordinates' gradient.
-        complete = self.diagonal or c == self.n
-        nonlinear = torch.zeros(self.m, dtype=torch.bool)
-        if complete and k > c:
-            central = (self.up + self.down) / 2
-            grad = central[:, :c]
-            rows = torch.arange(self.m)
-            predicted = self.dots(rows, grad)[:, c:]
-            size = self.dots(rows, grad.abs(), absolute=True)[:, c:]
-            tol = TOL * (1 + central[:, c:].abs() + size)
-            nonlinear = ((central[:, c:] - predicted).abs() > tol).any(1)
+        jumps, near_finite = self._jumps(plus, minus)
+        nearby &= near_finite
+        convex_no, concave_no = gap_evidence(self._at, f0, dirs, H, self.up, self.down)
+        complete = self.diagonal or self.coordinates == self.n
+        nonlinear = self._nonlinear() if complete else torch.zeros(self.m, dtype=torch.bool)
         kinked = convex_no | concave_no | nonlinear
         if not complete:
             kinked = torch.ones(self.m, dtype=torch.bool)  # only the midpoints can tell
         if bool((kinked & finite & nearby & ~jumps).any()):
-            mid_convex_no, mid_concave_no, mid_nearby = self._midpoints(base)
+            first = 0 if self.diagonal else self.coordinates
+            mid_convex_no, mid_concave_no, mid_nearby = midpoint_evidence(
+                self._at, dirs, first, H, self.up, self.down, base
+            )
             convex_no |= mid_convex_no
             concave_no |= mid_concave_no
             nearby &= mid_nearby
-        # non-linear but neither test says which way: judge nothing there
-        both = nonlinear & ~convex_no & ~concave_no
-        kind = torch.full((self.m,), SMOOTH, dtype=torch.long)
-        kind[concave_no & ~convex_no] = CONVEX
-        kind[convex_no & ~concave_no] = CONCAVE
-        kind[(convex_no & concave_no) | both] = MIXED
-        kind[jumps] = JUMPS
-        kind[~nearby] = UNBOUNDED
-        kind[~finite] = UNDEFINED
-        self.kind = kind
+        self.kind = _kinds(convex_no, concave_no, nonlinear, jumps, nearby, finite)
         # rounding in a difference quotient: a few ulps of the values differenced, over the step
         values = torch.cat([plus, minus], 1).abs().nan_to_num(0.0, 0.0, 0.0).amax(1, keepdim=True)
         self.noise = 8 * torch.finfo(torch.float64).eps * (base.abs().nan_to_num(0.0, 0.0, 0.0) + values) / H
 
-    def _not_curvature(self, gap: torch.Tensor, flagged: torch.Tensor) -> torch.Tensor:
-        """``flagged`` less the gaps that are a smooth function's curvature: h dᵀHd, which grows with
-        the number of elements along a random direction (a sum of squares over 100,000 elements
-        showed a gap of 0.28 at h = 1e-6, and was taken for a kink). Curvature's gap doubles with the
-        step and halves with it; a kink's stays (at the kink) or moves otherwise (near it)."""
-        for j in flagged.any(0).nonzero().reshape(-1).tolist():
-            d = self.dirs[j]
-            scaled = []
-            for step in (H / 2, 2 * H):
-                up = (self._at(step * d) - self.f0) / step
-                down = (self.f0 - self._at(-step * d)) / step
-                scaled.append((up - down) * (H / step))  # = gap if the gap is curvature
-            near = [(g - gap[:, j]).abs() <= 0.1 * gap[:, j].abs() for g in scaled]
-            flagged[:, j] &= ~(near[0] & near[1])
-        return flagged
+    def _jumps(self, plus: torch.Tensor, minus: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per row: a jump, a change that does not shrink with the step (a slope's shrinks 16-fold at
+        H2), along some direction; and whether f was finite at each smaller step taken."""
+        f0, base = self.f0, self.f0[:, None]
+        jumps = torch.zeros(self.m, dtype=torch.bool)
+        finite = torch.ones(self.m, dtype=torch.bool)
+        for sign, far in ((1.0, plus), (-1.0, minus)):
+            big = (far - base).abs()
+            large = big > JUMP * (1 + base.abs())
+            for j in large.any(0).nonzero().reshape(-1).tolist():
+                near = self._at(sign * H2 * self.dirs[j])
+                finite &= near.isfinite()
+                jumps |= large[:, j] & ((near - f0).abs() > 0.5 * big[:, j])
+        return jumps, finite
 
-    def _midpoints(self, base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Convexity along pairs of directions: f(x + h(a + b)/2) against the mean of f(x + ha) and
-        f(x + hb), for pairs of the random directions (and of the coordinates, for a diagonal op),
-        either sign each. Per row: evidence against convexity, against concavity; all finite."""
-        dirs, k = self.dirs, self.dirs.shape[0]
-        first = 0 if self.diagonal else self.coordinates
-        mids, sides = [], []
-        for a, b in itertools.combinations(range(first, k), 2):
-            for sa, sb in itertools.product((1.0, -1.0), repeat=2):
-                mids.append(self._at(H * (sa * dirs[a] + sb * dirs[b]) / 2))
-                sides.append((a, sa, b, sb))
-        none = torch.zeros(self.m, dtype=torch.bool)
-        if not mids:
-            return none, none, ~none
-        mid = (torch.stack(mids, 1) - base) / H
-
-        def psi(j: int, s: float) -> torch.Tensor:
-            return self.up[:, j] if s > 0 else -self.down[:, j]
-
-        ends = torch.stack([(psi(a, sa) + psi(b, sb)) / 2 for a, sa, b, sb in sides], 1)
-        scale = torch.stack([torch.maximum(psi(a, sa).abs(), psi(b, sb).abs()) for a, sa, b, sb in sides], 1)
-        defect = mid - ends  # <= 0 if convex, >= 0 if concave
-        tol = TOL * (1 + torch.maximum(scale, mid.abs()))
-        return (defect > tol).any(1), (defect < -tol).any(1), mid.isfinite().all(1)
+    def _nonlinear(self) -> torch.Tensor:
+        """Per row: linear along every line yet not linear (the median of equal values: odd, so no
+        gap shows), where every coordinate is probed: the central difference along each random
+        direction against the coordinates' gradient."""
+        k, c = self.dirs.shape[0], self.coordinates
+        if k <= c:
+            return torch.zeros(self.m, dtype=torch.bool)
+        central = (self.up + self.down) / 2
+        grad = central[:, :c]
+        rows = torch.arange(self.m)
+        predicted = self.dots(rows, grad)[:, c:]
+        size = self.dots(rows, grad.abs(), absolute=True)[:, c:]
+        tol = TOL * (1 + central[:, c:].abs() + size)
+        return ((central[:, c:] - predicted).abs() > tol).any(1)
 
     # -- what the rows are --------------------------------------------------------------------------
 
@@ -384,46 +364,3 @@ class Violation:
     got: float
     left: float
     right: float
-
-
-def jacobian_rows(fn: Fn, xs: Sequence[torch.Tensor], rows: torch.Tensor, probe: Probe) -> torch.Tensor:
-    """The rows of ``fn``'s Jacobian at ``xs`` from its backward, one backward per row (for a
-    diagonal op one per output, each row's own entries: see :meth:`Probe.dots`)."""
-    leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
-    with torch.enable_grad():
-        out = fn(*leaves)
-    outs = out if isinstance(out, tuple) else (out,)
-    live = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
-    sizes = [o.numel() for o in outs]
-    starts = [sum(sizes[:j]) for j in range(len(outs))]
-
-    def grad(weights: Sequence[torch.Tensor | None]) -> torch.Tensor:
-        pairs = [(o, w) for o, w in zip(outs, weights) if w is not None and o.requires_grad]
-        if not pairs:
-            return torch.zeros(probe.n, dtype=torch.float64)
-        gs = torch.autograd.grad(
-            [o for o, _ in pairs], leaves, [w for _, w in pairs], retain_graph=True, allow_unused=True
-        )
-        return flat([torch.zeros_like(x) if g is None else g for x, g in zip(leaves, gs)])
-
-    if not live:
-        width = len(xs) if probe.diagonal else probe.n
-        return torch.zeros(len(rows), width, dtype=torch.float64)
-    if probe.diagonal:
-        e = probe.elements
-        own = torch.zeros(probe.m, len(xs), dtype=torch.float64)
-        for j, o in enumerate(outs):
-            if not o.requires_grad:
-                continue
-            g = grad([torch.ones_like(o) if k == j else None for k in range(len(outs))])
-            own[starts[j] : starts[j] + e] = g.reshape(len(xs), e).T
-        return own[rows]
-    out_rows = []
-    for r in rows.tolist():
-        j = probe.row(r).tensor
-        w = torch.zeros(outs[j].numel(), dtype=outs[j].dtype, device=outs[j].device)
-        w[r - starts[j]] = 1
-        weights: list[torch.Tensor | None] = [None] * len(outs)
-        weights[j] = w.reshape(outs[j].shape)
-        out_rows.append(grad(weights))
-    return torch.stack(out_rows) if out_rows else torch.zeros(0, probe.n, dtype=torch.float64)

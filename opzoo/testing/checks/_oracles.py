@@ -1,42 +1,31 @@
-"""Checks beyond finite differences: the forward's own autograd as an oracle, inputs of large
-magnitude, and each input of an n-ary op asked for alone.
+"""The ``autograd`` property: the forward's own autograd as an oracle of the backward.
 
 gradcheck's tolerance (rtol 1e-3 against central differences) is coarse: a float64 backward that
 computes in float32 (8.8e-8 relative error) passes it. Where ``forward`` is built of differentiable
 torch operations, autograd differentiates it exactly, and the hand-written backward is held to that
-at float64 precision.
+at float64 precision. Where it cannot (a forward that raises with grad enabled, that autograd
+cannot differentiate, or whose own derivative is further from the function than the backward is),
+a note says so and there is no oracle. The other checks that run the forward as an oracle use
+:func:`_forward_outputs` too (the report's plots, the error samples).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
 from opzoo.core import _recording
 from opzoo.exceptions import one_line
-from opzoo.testing.checks import _kinks, _onesided
-from opzoo.testing.checks._bound import (
-    Bound,
-    PropertyFailed,
-    Tensors,
-    agree,
-    differentiable,
-    grad_outputs,
-    rejects,
-    vjp,
-    where,
-)
-from opzoo.testing.checks._onesided import Probe
+from opzoo.testing.checks import _kinks
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, differentiable, grad_outputs, vjp
+from opzoo.testing.checks._compare import where
 
 #: The oracle's tolerance: float64 arithmetic in another order, relative to the gradient's scale.
 ORACLE_RTOL = 1e-9
 ORACLE_ATOL = 1e-11
-#: The magnitudes the extremes check scales an input to.
-SCALES = (1e2, 1e4)
 
 
 # -- autograd of the forward --------------------------------------------------------------------
@@ -56,12 +45,44 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
         op.notes.append("forward is not built of differentiable torch operations: no autograd oracle")
         return
     gs = grad_outputs(outs)
-    # the outputs the op differentiates: autograd of the forward also reaches those the Function
-    # marks non-differentiable, whose derivative the backward rightly leaves out
+    both = _both(op, xs, leaves, outs)
+    try:
+        got, want = both(gs)
+    except _Underivable as exc:
+        op.notes.append(f"autograd cannot differentiate forward ({exc}): no autograd oracle")
+        return
+    # Relative to the gradient, and absolutely to 1e-11 of the grad_outputs' scale: a gradient that is
+    # itself the rest of a cancellation (gelu_tanh's 1e-9 at x = -6, from 1 + tanh(u)) carries
+    # float64 rounding of its O(1) terms, whichever way it is computed.
+    g_scale = max((o.abs().max().item() for o in gs if o.numel()), default=1.0)
+    bad = [_differ(g, w, g_scale) for g, w in zip(got, want)]
+    unary = _kinks.diagonal(op, xs) and len(xs) == 1 and len(outs) == 1  # judged per element, below
+    if (
+        any(b.any() for b in bad)
+        and not unary
+        and _along_differences_forward_is_worse(op, xs, got, want, bad, gs)
+    ):
+        note = (
+            "the forward's own autograd derivative disagrees with finite differences where it differs "
+            "from the backward, which agrees with them (a forward that iterates, say): no autograd oracle"
+        )
+        if note not in op.notes:
+            op.notes.append(note)
+        return
+    if any(b.any() for b in bad):
+        got, want, bad = _off_the_kinks(op, xs, gs, both, g_scale) or (got, want, bad)
+    _fail_where_they_differ(op, xs, gs, got, want, bad, unary)
+
+
+def _both(
+    op: Bound, xs: Sequence[torch.Tensor], leaves: Tensors, outs: tuple[Any, ...]
+) -> Callable[[Sequence[torch.Tensor]], tuple[Tensors, Tensors]]:
+    """weights -> the backward's and autograd's gradient of sum(out_j * weights_j), over the outputs
+    the op differentiates: autograd of the forward also reaches those the Function marks
+    non-differentiable, whose derivative the backward rightly leaves out."""
     live = [i for i, (o, d) in enumerate(zip(outs, differentiable(op, xs))) if o.requires_grad and d]
 
     def both(weights: Sequence[torch.Tensor]) -> tuple[Tensors, Tensors]:
-        """The backward's and autograd's gradient of sum(out_j * weights_j)."""
         try:
             want = torch.autograd.grad(
                 [outs[j] for j in live],
@@ -75,43 +96,44 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
         want = tuple(torch.zeros_like(x) if w is None else w for x, w in zip(xs, want))
         return vjp(op, xs, weights)[1], want
 
-    try:
-        got, want = both(gs)
-    except _Underivable as exc:
-        op.notes.append(f"autograd cannot differentiate forward ({exc}): no autograd oracle")
-        return
-    # Relative to the gradient, and absolutely to 1e-11 of the grad_outputs' scale: a gradient that is
-    # itself the rest of a cancellation (gelu_tanh's 1e-9 at x = -6, from 1 + tanh(u)) carries
-    # float64 rounding of its O(1) terms, whichever way it is computed.
-    g_scale = max((o.abs().max().item() for o in gs if o.numel()), default=1.0)
-    bad = [_differ(g, w, g_scale) for g, w in zip(got, want)]
-    if (
-        any(b.any() for b in bad)
-        and not (_kinks.diagonal(op, xs) and len(xs) == 1 and len(outs) == 1)  # judged per element below
-        and _along_differences_forward_is_worse(op, xs, got, want, bad, gs)
-    ):
-        note = (
-            "the forward's own autograd derivative disagrees with finite differences where it differs "
-            "from the backward, which agrees with them (a forward that iterates, say): no autograd oracle"
-        )
-        if note not in op.notes:
-            op.notes.append(note)
-        return
-    if any(b.any() for b in bad):
-        # Where the forward is not differentiable, the backward and autograd may each pick another
-        # valid generalised gradient (a tie split evenly, or given to one input): not held against
-        # each other there (gradient judges the backward). Only the other output elements count.
-        fn = _kinks.outputs_of(op)
-        smooth = _kinks.smooth_rows(fn, xs, op.notes, diagonal=_kinks.diagonal(op, xs))
-        if smooth is not None:
-            kept = tuple(g * s.to(g.device) for g, s in zip(gs, smooth))
-            got, want = both(kept)
-            reach = _kinks.reached(smooth, [lambda w: both(w)[0], lambda w: both(w)[1]], gs)
-            got, want = _kinks.unjudged(got, want, reach)
-            bad = [_differ(g, w, g_scale) for g, w in zip(got, want)]
-    one = _kinks.diagonal(op, xs) and len(xs) == 1 and len(outs) == 1
+    return both
+
+
+def _off_the_kinks(
+    op: Bound,
+    xs: Sequence[torch.Tensor],
+    gs: Tensors,
+    both: Callable[[Sequence[torch.Tensor]], tuple[Tensors, Tensors]],
+    g_scale: float,
+) -> tuple[Tensors, Tensors, list[torch.Tensor]] | None:
+    """Where the forward is not differentiable, the backward and autograd may each pick another
+    valid generalised gradient (a tie split evenly, or given to one input): not held against each
+    other there (gradient judges the backward). The gradients again with only the other output
+    elements weighted, and where they differ; None where the forward is smooth."""
+    fn = _kinks.outputs_of(op)
+    smooth = _kinks.smooth_rows(fn, xs, op.notes, diagonal=_kinks.diagonal(op, xs))
+    if smooth is None:
+        return None
+    kept = tuple(g * s.to(g.device) for g, s in zip(gs, smooth))
+    got, want = both(kept)
+    reach = _kinks.reached(smooth, [lambda w: both(w)[0], lambda w: both(w)[1]], gs)
+    got, want = _kinks.unjudged(got, want, reach)
+    return got, want, [_differ(g, w, g_scale) for g, w in zip(got, want)]
+
+
+def _fail_where_they_differ(
+    op: Bound,
+    xs: Sequence[torch.Tensor],
+    gs: Tensors,
+    got: Sequence[torch.Tensor],
+    want: Sequence[torch.Tensor],
+    bad: Sequence[torch.Tensor],
+    unary: bool,
+) -> None:
+    """PropertyFailed at the first input whose gradient differs from autograd's (``bad``); a unary
+    elementwise op's elements where the forward's derivative is the less precise one are left out."""
     for i, (x, g, w, b) in enumerate(zip(xs, got, want, bad)):
-        if one and b.any():
+        if unary and b.any():
             worse = _forward_is_worse(op, x.detach(), g / gs[0], w / gs[0]) & b
             if worse.any():
                 op.notes.append(
@@ -244,136 +266,3 @@ def _along_differences_forward_is_worse(
     along_got = sum(float((g * u).sum()) for g, u in zip(got, us))
     along_want = sum(float((w * u).sum()) for w, u in zip(want, us))
     return abs(along_got - fd) * 10 < abs(along_want - fd)
-
-
-# -- inputs of large magnitude -----------------------------------------------------------------------
-
-
-def extremes(op: Bound, *xs: torch.Tensor) -> None:
-    """At inputs scaled up to about 1e4 (inside the domain), in float64 and float32: wherever the
-    forward is finite nearby, the backward is finite (a gradient that overflows to inf or nan where
-    the true one is about 0 is a bug that no small input shows)."""
-    low, high = op.spec.contract.domain
-    dtypes = [d for d in ("float64", "float32") if d in op.spec.contract.dtypes]
-    diagonal = _kinks.diagonal(op, xs)
-    for scale, name in itertools.product(SCALES, dtypes):
-        dtype = getattr(torch, name)
-        big = tuple((x * scale).clamp(low, high).to(dtype) for x in xs)
-        if op.spec.contract.sig.elementwise:
-            inside = torch.ones(torch.broadcast_shapes(*(b.shape for b in big)), dtype=torch.bool)
-            for b in big:
-                inside = inside & (b > low) & (b < high)  # the open domain's ends dropped
-            if diagonal:
-                big = tuple(b[inside] for b in big)
-        if all(b.numel() == 0 for b in big):
-            continue
-        op_d = op.cast(dtype)
-        refused = rejects(op_d, big)
-        if refused is not None:
-            # a limit of the forward (a matrix that float32 rounds to singular), not of the backward:
-            # left out, as every property leaves out an input the forward rejects
-            op.notes.append(
-                f"in {name}, the forward rejects the input scaled by {scale:g} "
-                f"({one_line(refused, with_type=True)}): not checked there"
-            )
-            continue
-        outs, grads = vjp(op_d, big)
-        finite = _finite_nearby(op_d, big, outs, diagonal)
-        wrong = [finite & ~g.isfinite() if diagonal else finite.all() & ~g.isfinite() for g in grads]
-        if any(bool(w.any()) for w in wrong):
-            # Finite at x and at a relative step either side, yet no derivative: a jump (atan2 at
-            # the origin), or not finite at a small step that a relative one misses (log y at y = 0,
-            # which 0 times 1.001 does not leave). Such elements are not held to a finite gradient.
-            excused = _no_derivative(op, big, diagonal)
-            wrong = [w & ~excused if diagonal else w & ~excused.any() for w in wrong]
-        for i, (b, g, w) in enumerate(zip(big, grads, wrong)):
-            if w.any():
-                e = int(w.reshape(-1).nonzero()[0])
-                raise PropertyFailed(
-                    f"in {name}, at x = {b.reshape(-1)[e].item():.6g} (an input scaled by {scale:g}) the "
-                    f"forward is finite but the gradient{where(i, len(big), 'of input')} is "
-                    f"{g.reshape(-1)[e].item()}",
-                    worst={"index": (e,), "x": b.reshape(-1)[e].item(), "analytic": g.reshape(-1)[e].item()},
-                )
-
-
-def _finite_nearby(op: Bound, xs: Tensors, outs: Tensors, diagonal: bool) -> torch.Tensor:
-    """Where every output is finite at x and a relative step either side (for an elementwise op of
-    inputs of one shape, per element; otherwise one flag): there the true derivative is finite too."""
-    if diagonal:
-        with torch.no_grad():
-            ok = torch.ones_like(outs[0], dtype=torch.bool)
-            for factor in (1.0, 1 + 1e-3, 1 - 1e-3):
-                for o in _kinks.outputs_of(op)(*(x * factor for x in xs)) if factor != 1.0 else outs:
-                    ok = ok & o.isfinite()
-        return ok
-    ok = torch.ones((), dtype=torch.bool)
-    for o in outs:
-        ok = ok & o.isfinite().all()
-    return ok
-
-
-def _no_derivative(op: Bound, xs: Tensors, diagonal: bool) -> torch.Tensor:
-    """Where the forward jumps or is not finite within a small step, found in float64 (per element
-    for a diagonal op, else one flag per output element)."""
-    kinds = (_onesided.JUMPS, _onesided.UNBOUNDED, _onesided.UNDEFINED)
-    probe = Probe(_kinks.outputs_of(op), tuple(x.double() for x in xs), diagonal=diagonal)
-    none = torch.isin(probe.kind, torch.tensor(kinds))
-    if none.any():
-        op.notes.append(
-            "large inputs where the forward jumps or is not finite within a small step: no "
-            "finite gradient is asked for there"
-        )
-    if not diagonal:
-        return none
-    return none.reshape(-1, probe.elements).any(0).reshape(xs[0].shape).to(xs[0].device)
-
-
-# -- each input alone -------------------------------------------------------------------------------
-
-
-def subsets(op: Bound, *xs: torch.Tensor) -> None:
-    """For an op of several inputs, every subset of them requiring grad gets the gradients that all
-    requiring grad get (a backward that reads ``needs_input_grad`` at the wrong index does not), to
-    within a few units in the last place: another path may sum in another order, or meet another
-    BLAS kernel (2.339999999999998 against 2.339999999999999 on one CPU, equal on another)."""
-    outs0, grads0 = vjp(op, xs)
-    gs = grad_outputs(outs0)
-    n = len(xs)
-    terms: Tensors | None = None
-    for size in range(1, n):
-        for chosen in itertools.combinations(range(n), size):
-            leaves = tuple(x.detach().clone().requires_grad_(i in chosen) for i, x in enumerate(xs))
-            outs = op.outputs(*leaves)
-            asked: Sequence[torch.Tensor] = [leaves[i] for i in chosen]
-            got = torch.autograd.grad(outs, asked, gs, allow_unused=True)
-            for i, g in zip(chosen, got):
-                want = grads0[i]
-                g = torch.zeros_like(want) if g is None else g
-                ok = agree(g, want)
-                if not bool(ok.all()):
-                    terms = terms or _terms(op, xs, gs)
-                    ok = agree(g, want, terms[i])
-                if bool(ok.all()):
-                    continue
-                diff = torch.where(ok, 0.0, (g - want).abs().nan_to_num(math.inf))
-                e = int(diff.reshape(-1).argmax())
-                raise PropertyFailed(
-                    f"with only input(s) {list(chosen)} requiring grad, the gradient of input {i} "
-                    f"differs from the one computed with all inputs requiring grad (at flat index {e}: "
-                    f"{g.reshape(-1)[e].item()!r} vs {want.reshape(-1)[e].item()!r}): does backward read "
-                    "ctx.needs_input_grad at the right index?"
-                )
-
-
-def _terms(op: Bound, xs: Sequence[torch.Tensor], gs: Tensors) -> Tensors:
-    """Per input element, the size of the terms its gradient sums (sum_r v_r J_rj): a backward with
-    the grad_outputs' signs flipped at random gives sums of the same terms with other signs, about
-    their root-sum-square each; the largest of a few, per element."""
-    gen = torch.Generator().manual_seed(1)
-    sizes = [torch.zeros_like(x) for x in xs]
-    for _ in range(4):
-        flips = tuple(g * (2 * torch.randint(0, 2, g.shape, generator=gen) - 1).to(g) for g in gs)
-        _, grads = vjp(op, xs, flips)
-        sizes = [torch.maximum(s, g.abs().nan_to_num(0.0, 0.0, 0.0)) for s, g in zip(sizes, grads)]
-    return tuple(sizes)

@@ -4,21 +4,13 @@ and in each lower dtype it declares, where the gradient is held to that dtype's 
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 
 from opzoo.testing.checks import _budget, _kinks
-from opzoo.testing.checks._bound import (
-    TOLERANCES,
-    Bound,
-    PropertyFailed,
-    Tensors,
-    close,
-    grad_outputs,
-    vjp,
-    where,
-)
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp
+from opzoo.testing.checks._compare import TOLERANCES, close, where
 from opzoo.testing.strategies import KINK_MARGIN
 
 
@@ -31,81 +23,129 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
     ref = reference_of(op)
     kinks = op.spec.contract.kinks_at(op.params)
     for name in op.spec.contract.dtypes:
-        dtype = getattr(torch, name)
-        lows = tuple(x.to(dtype) for x in xs)
-        lop = op if dtype == torch.float64 else op.cast(dtype)
-        outs, grads = vjp(lop, lows)
-        gs = grad_outputs(outs)
-        surrogate = op.spec.contract.surrogate is not None
-        x64, g64 = tuple(x.double() for x in lows), [g.double() for g in gs]
-        want, want_grads = _ref_vjp(ref, x64, g64, forward_only=surrogate)
-        par = par_grads = (None,) * max(len(outs), len(xs))
-        if dtype != torch.float64:
-            par, par_grads = _ref_vjp(ref, lows, gs, forward_only=surrogate)
-            par_grads = par_grads or (None,) * len(xs)
-        x0 = lows[0] if len(lows) == 1 else None
-        scaled = not op.spec.contract.sig.elementwise
+        _in_dtype(op, ref, kinks, name, xs)
 
-        def held(
-            got: torch.Tensor,
-            expected: torch.Tensor,
-            what: str,
-            x: torch.Tensor | None,
-            p: torch.Tensor | None,
-            budgeted: bool = True,
-        ) -> None:
-            """A gradient in a lower dtype to the dtype's error budget; float64 (whose oracle is the
-            reference itself, computed another way) and the forward to the dtype's tolerance."""
-            if dtype == torch.float64 or not budgeted:
-                close(got, expected, TOLERANCES[dtype], what, x, par=p, scaled=scaled)
-            else:
-                _budget.within(got, expected, dtype, what, x, par=p, slack=_budget.slack(gs))
 
-        for j, (got, expected) in enumerate(zip(outs, want)):
-            what = f"forward in {name} differs from the reference{where(j, len(outs), 'output')}"
-            # The forward is the op's own formula: one whose O(1) terms cancel (log cosh x as
-            # |x| + softplus(-2|x|) - log 2: 0.0039 in bfloat16 for 1.7e-4 at x = 0.018) is no error
-            # of the backward's, which is what the budgets measure.
-            held(got, expected, what, x0, par[j], budgeted=False)
-        if surrogate:
-            continue  # the gradient is the declared surrogate's, which gradient checks
+def _in_dtype(
+    op: Bound, ref: Callable[..., object], kinks: Mapping[float, float], name: str, xs: Tensors
+) -> None:
+    """The forward, and (unless the op is a surrogate op) the gradient, in dtype ``name``; the
+    gradient away from the declared ``kinks``."""
+    dtype = getattr(torch, name)
+    lows = tuple(x.to(dtype) for x in xs)
+    lop = op if dtype == torch.float64 else op.cast(dtype)
+    outs, grads = vjp(lop, lows)
+    gs = grad_outputs(outs)
+    surrogate = op.spec.contract.surrogate is not None
+    x64, g64 = tuple(x.double() for x in lows), [g.double() for g in gs]
+    want, want_grads = _ref_vjp(ref, x64, g64, forward_only=surrogate)
+    par = par_grads = (None,) * max(len(outs), len(xs))
+    if dtype != torch.float64:
+        par, par_grads = _ref_vjp(ref, lows, gs, forward_only=surrogate)
+        par_grads = par_grads or (None,) * len(xs)
+    x0 = lows[0] if len(lows) == 1 else None
+    held = _holder(dtype, not op.spec.contract.sig.elementwise, gs)
+    for j, (got, expected) in enumerate(zip(outs, want)):
+        what = f"forward in {name} differs from the reference{where(j, len(outs), 'output')}"
+        # The forward is the op's own formula: one whose O(1) terms cancel (log cosh x as
+        # |x| + softplus(-2|x|) - log 2: 0.0039 in bfloat16 for 1.7e-4 at x = 0.018) is no error
+        # of the backward's, which is what the budgets measure.
+        held(got, expected, what, x0, par[j], budgeted=False)
+    if surrogate:
+        return  # the gradient is the declared surrogate's, which gradient checks
+    compare = _gradients_held(kinks, name, xs, lows, held)
+    try:
+        compare(grads, want_grads, par_grads)
+    except PropertyFailed:
+        if not _compared_off_the_kinks(op, ref, lop, dtype, xs, lows, gs, compare):
+            raise
 
-        def compare(grads: Tensors, want_grads: Tensors, par_grads: Sequence[torch.Tensor | None]) -> None:
-            for i, (got, expected, x) in enumerate(zip(grads, want_grads, xs)):
-                what = f"gradient in {name} differs from the reference's{where(i, len(xs), 'input')}"
-                if not kinks:
-                    held(got, expected, what, x0, par_grads[i])
-                    continue
-                away = torch.ones_like(x, dtype=torch.bool)
-                for k in kinks:
-                    # In a low precision the kink itself is rounded (a param like min_val, too): keep
-                    # the comparison a few of that dtype's steps away from it.
-                    step = torch.finfo(dtype).eps * max(1.0, abs(k))
-                    away &= (lows[i].double() - k).abs() >= max(KINK_MARGIN / 2, 4 * step)
-                p = par_grads[i][away] if par_grads[i] is not None else None
-                held(got[away], expected[away], what, x0[away] if x0 is not None else None, p)
 
-        try:
-            compare(grads, want_grads, par_grads)
-        except PropertyFailed:
-            # Where the op is not differentiable, it and the reference may each pick another valid
-            # generalised gradient (a tie split evenly, or given to one input): compare the rest.
-            smooth = _kinks.smooth_rows(op, x64, op.notes, diagonal=_kinks.diagonal(op, xs))
-            if smooth is None:
-                raise
+Held = Callable[..., None]
+Compare = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor], Sequence[torch.Tensor | None]], None]
 
-            def kept(weights: Sequence[torch.Tensor]) -> Tensors:
-                return tuple(w * k.to(w.device) for w, k in zip(weights, smooth))
 
-            grads = vjp(lop, lows, kept(gs))[1]
-            want_grads = _ref_vjp(ref, x64, kept(g64))[1]
-            if dtype != torch.float64:
-                par_grads = _ref_vjp(ref, lows, kept(gs))[1]
-            reached = _kinks.reached(
-                smooth, [lambda w: vjp(lop, lows, w)[1], lambda w: _ref_vjp(ref, x64, w)[1]], gs
-            )
-            grads, want_grads = _kinks.unjudged(grads, want_grads, reached)
-            compare(grads, want_grads, par_grads)
+def _holder(dtype: torch.dtype, scaled: bool, gs: Tensors) -> Held:
+    """How a result in ``dtype`` is held to the float64 reference's: ``held(got, expected, what, x,
+    par, budgeted=True)``. ``scaled``: the tolerance is relative to the largest element (see
+    :func:`~opzoo.testing.checks._compare.close`)."""
+
+    def held(
+        got: torch.Tensor,
+        expected: torch.Tensor,
+        what: str,
+        x: torch.Tensor | None,
+        p: torch.Tensor | None,
+        budgeted: bool = True,
+    ) -> None:
+        """A gradient in a lower dtype to the dtype's error budget; float64 (whose oracle is the
+        reference itself, computed another way) and the forward to the dtype's tolerance."""
+        if dtype == torch.float64 or not budgeted:
+            close(got, expected, TOLERANCES[dtype], what, x, par=p, scaled=scaled)
+        else:
+            _budget.within(got, expected, dtype, what, x, par=p, slack=_budget.slack(gs))
+
+    return held
+
+
+def _gradients_held(
+    kinks: Mapping[float, float], name: str, xs: Tensors, lows: Tensors, held: Held
+) -> Compare:
+    """How the gradients in dtype ``name`` are held to the reference's: ``compare(grads, want_grads,
+    par_grads)``, each input's on its own, away from the declared kinks."""
+    dtype = getattr(torch, name)
+    x0 = lows[0] if len(lows) == 1 else None
+
+    def compare(
+        grads: Sequence[torch.Tensor],
+        want_grads: Sequence[torch.Tensor],
+        par_grads: Sequence[torch.Tensor | None],
+    ) -> None:
+        for i, (got, expected, x) in enumerate(zip(grads, want_grads, xs)):
+            what = f"gradient in {name} differs from the reference's{where(i, len(xs), 'input')}"
+            if not kinks:
+                held(got, expected, what, x0, par_grads[i])
+                continue
+            away = torch.ones_like(x, dtype=torch.bool)
+            for k in kinks:
+                # In a low precision the kink itself is rounded (a param like min_val, too): keep
+                # the comparison a few of that dtype's steps away from it.
+                step = torch.finfo(dtype).eps * max(1.0, abs(k))
+                away &= (lows[i].double() - k).abs() >= max(KINK_MARGIN / 2, 4 * step)
+            p = par_grads[i][away] if par_grads[i] is not None else None
+            held(got[away], expected[away], what, x0[away] if x0 is not None else None, p)
+
+    return compare
+
+
+def _compared_off_the_kinks(
+    op: Bound,
+    ref: Callable[..., object],
+    lop: Bound,
+    dtype: torch.dtype,
+    xs: Tensors,
+    lows: Tensors,
+    gs: Tensors,
+    compare: Compare,
+) -> bool:
+    """Where the op is not differentiable, it and the reference may each pick another valid
+    generalised gradient (a tie split evenly, or given to one input): the gradients compared with
+    only the other output elements weighted. False where the op is smooth (nothing to leave out)."""
+    x64, g64 = tuple(x.double() for x in lows), [g.double() for g in gs]
+    smooth = _kinks.smooth_rows(op, x64, op.notes, diagonal=_kinks.diagonal(op, xs))
+    if smooth is None:
+        return False
+
+    def kept(weights: Sequence[torch.Tensor]) -> Tensors:
+        return tuple(w * k.to(w.device) for w, k in zip(weights, smooth))
+
+    grads = vjp(lop, lows, kept(gs))[1]
+    want_grads = _ref_vjp(ref, x64, kept(g64))[1]
+    par_grads = _ref_vjp(ref, lows, kept(gs))[1] if dtype != torch.float64 else (None,) * len(xs)
+    reached = _kinks.reached(smooth, [lambda w: vjp(lop, lows, w)[1], lambda w: _ref_vjp(ref, x64, w)[1]], gs)
+    grads, want_grads = _kinks.unjudged(grads, want_grads, reached)
+    compare(grads, want_grads, par_grads)
+    return True
 
 
 def reference_of(op: Bound) -> Callable[..., object]:

@@ -5,34 +5,26 @@ the autograd gradient of the surrogate the op declares (``Contract(surrogate=...
 Finite differences of a piecewise-constant forward (round, sign, a spike) are zero almost everywhere
 and say nothing about such a backward, so they are not used: the oracle is the surrogate,
 differentiated by autograd in float64 (spikingjelly checks its own surrogates against their smooth
-"primitive functions" so; opzoo does it for any op that declares one). The ``gradient`` and
-``double_backward`` properties hand surrogate ops to this module; ``piecewise_constant_hint`` tells
-the author of an op that fails ``gradient`` that a surrogate may be what they meant.
+"primitive functions" so; opzoo does it for any op that declares one). The ``gradient`` property
+hands surrogate ops to this module (``double_backward`` to ``_surrogate_second``);
+``piecewise_constant_hint`` tells the author of an op that fails ``gradient`` that a surrogate may
+be what they meant.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _kinks
-from opzoo.testing.checks._bound import (
-    TOLERANCES,
-    Bound,
-    PropertyFailed,
-    PropertySkipped,
-    Tensors,
-    grad_outputs,
-    noncontiguous,
-    once_differentiable,
-    ramp,
-    vjp,
-    where,
-)
-from opzoo.testing.checks._onesided import Probe, jacobian_rows
+from opzoo.testing.checks._backward_rows import jacobian_rows
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp
+from opzoo.testing.checks._compare import TOLERANCES, where
+from opzoo.testing.checks._kink_words import describe
+from opzoo.testing.checks._onesided import Probe
 from opzoo.testing.strategies import KINK_MARGIN, domain_box
 
 #: Each drawn input is also checked scaled by these (clamped to the dtype's largest value; inf: that
@@ -85,7 +77,7 @@ def surrogate_vjp(op: Bound, xs: Sequence[torch.Tensor], gs: Sequence[torch.Tens
     """The gradient of ``sum(surrogate(x)_j * g_j)`` with respect to each input, in float64 (zeros
     where the surrogate does not depend on an input)."""
     x64 = tuple(x.detach().double().requires_grad_() for x in xs)
-    outs = _surrogate_outputs(op, x64, len(gs))
+    outs = surrogate_outputs(op, x64, len(gs))
     pairs = [(o, g.detach().double()) for o, g in zip(outs, gs) if o.requires_grad]
     if not pairs:
         return tuple(torch.zeros_like(x) for x in x64)
@@ -93,7 +85,7 @@ def surrogate_vjp(op: Bound, xs: Sequence[torch.Tensor], gs: Sequence[torch.Tens
     return tuple(torch.zeros_like(x) if g is None else g.detach() for x, g in zip(x64, grads))
 
 
-def _surrogate_outputs(op: Bound, x64: Tensors, n_outputs: int) -> Tensors:
+def surrogate_outputs(op: Bound, x64: Tensors, n_outputs: int) -> Tensors:
     surrogate = op.spec.contract.surrogate
     try:
         out = op.calling(lambda *ts: surrogate(*ts, **op.params))(*x64)
@@ -113,7 +105,7 @@ def _compare(op: Bound, xs: Tensors, at: str = "") -> None:
     want = surrogate_vjp(op, xs, gs)
     tol = TOLERANCES[xs[0].dtype]
     used = gs
-    if any(_mismatch(g.double(), w, tol) is not None for g, w in zip(grads, want)):
+    if any(mismatch(g.double(), w, tol) is not None for g, w in zip(grads, want)):
         # Where the surrogate is not differentiable (a threshold of a piecewise surrogate), its autograd
         # gradient is one choice among the valid ones: the op's is judged against its one-sided
         # derivatives there (in float64), and the rest compared as before.
@@ -131,7 +123,7 @@ def _compare(op: Bound, xs: Tensors, at: str = "") -> None:
     own = None
     for i, (got, expected, x) in enumerate(zip(grads, want, xs)):
         what = f"gradient in {name}{where(i, len(xs), 'input')} differs from the declared surrogate{at}"
-        bad = _mismatch(got.double(), expected, tol)
+        bad = mismatch(got.double(), expected, tol)
         if bad is None:
             continue
         if xs[0].dtype != torch.float64:
@@ -153,7 +145,7 @@ def _compare(op: Bound, xs: Tensors, at: str = "") -> None:
         ones = vjp(op, xs, tuple(torch.ones_like(o) for o in outs))[1][i]
         if x.numel() > 0 and bool(ones.ne(0).any()) and torch.equal(ones, got):
             hint = " (the same for grad_output = 1: is the backward not multiplied by grad_output?)"
-        raise _failure(what, bad, got, expected, x, hint)
+        raise surrogate_failure(what, bad, got, expected, x, hint)
 
 
 def _rounded_alternatives(op: Bound, xs: Tensors, gs: Tensors, like: Tensors) -> list[tuple[Tensors, bool]]:
@@ -207,7 +199,7 @@ def _surrogate_kinks(op: Bound, xs: Tensors, n_outputs: int, gs: Tensors) -> Ten
     lower precision is compared where the float64 check has judged it)."""
     x64 = tuple(x.detach().double() for x in xs)
     diagonal = _kinks.diagonal(op, xs)
-    probe = Probe(lambda *ts: _surrogate_outputs(op, ts, n_outputs), x64, diagonal=diagonal)
+    probe = Probe(lambda *ts: surrogate_outputs(op, ts, n_outputs), x64, diagonal=diagonal)
     if bool(probe.smooth.all()):
         return None
     if xs[0].dtype == torch.float64:
@@ -221,18 +213,18 @@ def _surrogate_kinks(op: Bound, xs: Tensors, n_outputs: int, gs: Tensors) -> Ten
                 f"gradient differs from the declared surrogate where that is not differentiable: {exc}",
                 **exc.details,
             ) from None
-        _kinks.describe(probe, op.notes, subject="the surrogate")
+        describe(probe, op.notes, subject="the surrogate")
     return probe.mask(probe.smooth)
 
 
-def _mismatch(got: torch.Tensor, want: torch.Tensor, tol: dict[str, float]) -> torch.Tensor | None:
+def mismatch(got: torch.Tensor, want: torch.Tensor, tol: dict[str, float]) -> torch.Tensor | None:
     """The elements where ``got`` and ``want`` differ, or None. Where the surrogate's own gradient is
     not finite it cannot be an oracle: those elements are not compared."""
     bad = ~torch.isclose(got, want, **tol) & torch.isfinite(want)
     return bad if bad.any() else None
 
 
-def _failure(
+def surrogate_failure(
     what: str,
     bad: torch.Tensor,
     got: torch.Tensor,
@@ -258,123 +250,6 @@ def _failure(
             "analytic": g,
         },
     )
-
-
-# -- double backward ------------------------------------------------------------------------------
-
-
-def surrogate_double_backward(op: Bound, *xs: torch.Tensor) -> None:
-    """Second derivatives that come back are the declared surrogate's: with respect to the inputs
-    and to grad_output, with contiguous and non-contiguous grad_outputs, in float64. A backward that
-    raises (or is once_differentiable) is a skip unless double_backward=True is declared; a
-    surrogate with no second derivative of its own is a skip."""
-    if all(x.numel() == 0 for x in xs):
-        return
-    declared = op.spec.contract.double_backward
-    outs0 = op.outputs(*xs)
-    for layout in ("contiguous", "non-contiguous"):
-        gs = grad_outputs(outs0)
-        if layout == "non-contiguous":
-            gs = tuple(noncontiguous(g) for g in gs)
-            if all(g.is_contiguous() for g in gs):
-                continue
-        try:
-            got = _second(lambda *leaves: op.outputs(*leaves), xs, gs)
-        except RuntimeError as exc:
-            if declared:
-                raise PropertyFailed(f"double_backward=True is declared, but: {one_line(exc)}") from None
-            raise PropertySkipped(f"no second derivative ({one_line(exc, with_type=False)})") from None
-        try:
-            want = _second(lambda *leaves: _surrogate_outputs(op, leaves, len(gs)), xs, gs)
-        except RuntimeError as exc:
-            raise PropertySkipped(
-                f"the declared surrogate has no second derivative ({one_line(exc, with_type=False)})"
-            ) from None
-        if any(_mismatch(g, w, TOLERANCES[torch.float64]) is not None for g, w in zip(got, want)):
-            # Where the surrogate's derivative is not differentiable (the peak of a triangular
-            # surrogate gradient, the ends of a rectangular one), its autograd second derivative is
-            # one choice, or none: the op's is judged against the one-sided derivatives there, and
-            # the rest compared as before.
-            keep = _first_derivative_kinks(op, xs, gs)
-            if keep is not None:
-                got = _second(lambda *leaves: op.outputs(*leaves), xs, gs, keep)
-                want = _second(lambda *leaves: _surrogate_outputs(op, leaves, len(gs)), xs, gs, keep)
-        names = [f"input{where(i, len(xs), '')}" for i in range(len(xs))]
-        names += [f"grad_output{where(j, len(gs), '')}" for j in range(len(gs))]
-        for k, (g, w, name) in enumerate(zip(got, want, names)):
-            bad = _mismatch(g, w, TOLERANCES[torch.float64])
-            if bad is None:
-                continue
-            x = xs[min(k, len(xs) - 1)]  # shown where its shape matches the element's
-            hint = (
-                ""
-                if declared
-                else " (a backward that is not differentiable should be decorated with "
-                "torch.autograd.function.once_differentiable, so that asking is an error)"
-            )
-            raise _failure(
-                f"second derivative with respect to the {name} differs from the declared surrogate's, "
-                f"with {layout} grad_output",
-                bad,
-                g,
-                w,
-                x,
-                hint,
-                of="second derivative",
-            )
-
-
-def _first_derivative_kinks(op: Bound, xs: Tensors, gs: Tensors) -> Tensors | None:
-    """Where the surrogate's first derivative (with grad_outputs ``gs``) is smooth at ``xs``, one
-    boolean tensor per input (None: everywhere); where it is not, the op's second derivative is held
-    to its one-sided derivatives (PropertyFailed if it is no valid generalised gradient), noted."""
-    x64 = tuple(x.detach().double() for x in xs)
-    g64 = tuple(g.detach().double() for g in gs)
-    surrogate = _kinks.first_derivative(lambda *ts: _surrogate_outputs(op, ts, len(gs)), g64)
-    probe = Probe(surrogate, x64, diagonal=_kinks.diagonal(op, xs))
-    if bool(probe.smooth.all()):
-        return None
-    rows = (~probe.smooth).nonzero().reshape(-1)
-    own = _kinks.first_derivative(lambda *ts: op.outputs(*ts), g64)
-    try:
-        _kinks.judge(
-            probe, rows, jacobian_rows(own, x64, rows, probe), order=2, subject="the surrogate's derivative"
-        )
-    except PropertyFailed as exc:
-        raise PropertyFailed(
-            f"second derivative differs from the declared surrogate's where that is not differentiable: "
-            f"{exc}",
-            **exc.details,
-        ) from None
-    _kinks.describe(probe, op.notes, order=2, subject="the surrogate's derivative")
-    return probe.mask(probe.smooth)
-
-
-def _second(fn: Any, xs: Tensors, gs: Tensors, keep: Tensors | None = None) -> Tensors:
-    """d/d(x, g) of ``sum(first_i * v_i)``, where ``first = vjp(fn, x, g)``: one tensor per input
-    and per grad_output (zeros where nothing depends on it), in float64. ``keep``: v is zero where
-    it is False (elements of the first derivatives left out)."""
-    leaves = tuple(x.detach().double().requires_grad_() for x in xs)
-    g_leaves = tuple(g.detach().double().requires_grad_() for g in gs)
-    outs = fn(*leaves)
-    pairs = [(o, g) for o, g in zip(outs, g_leaves) if o.requires_grad]
-    wrt = (*leaves, *g_leaves)
-    if not pairs:
-        return tuple(torch.zeros_like(t) for t in wrt)
-    firsts = torch.autograd.grad(
-        [o for o, _ in pairs], leaves, [g for _, g in pairs], create_graph=True, allow_unused=True
-    )
-    if once_differentiable(firsts):
-        raise RuntimeError("the backward is marked once_differentiable")
-    chosen = [
-        (f, ramp(f.detach(), k + 1) * (1 if keep is None else keep[k].to(f)))
-        for k, f in enumerate(firsts)
-        if f is not None and f.requires_grad
-    ]
-    if not chosen:
-        return tuple(torch.zeros_like(t) for t in wrt)
-    seconds = torch.autograd.grad([f for f, _ in chosen], wrt, [v for _, v in chosen], allow_unused=True)
-    return tuple(torch.zeros_like(t) if s is None else s.detach() for t, s in zip(wrt, seconds))
 
 
 # -- the hint for ops that should declare one -----------------------------------------------------

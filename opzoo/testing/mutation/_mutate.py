@@ -237,25 +237,9 @@ def mutate(
     props = list(props or PROPERTIES)
     names = [n for n in mutants or MUTANTS if not MUTANTS[n].control]
     kw: dict[str, Any] = dict(profile=profile, examples=examples, registry=registry, timeout=timeout)
-    # 1. The control, through every property, as opzoo check runs it.
-    controls = [mutant_spec(spec, CONTROL) for spec in specs]
-    checked: list[Result] = []
-    try:
-        check_all(controls, props, devices=("cpu",), jobs=jobs, into=checked, started=started, **kw)
-    finally:
-        verdicts = {
-            (spec.name, CONTROL): _control(spec, control, checked) for spec, control in zip(specs, controls)
-        }
+    verdicts = _controls(specs, props, jobs, started, kw)
     failing = {spec.name: verdicts[spec.name, CONTROL].prop.split(", ") for spec in specs}
-    # 2. The mutants that apply, one task each; those that do not, reported.
-    tasks = []
-    for i, spec in enumerate(specs):
-        for name in names:
-            why = MUTANTS[name].applies(spec)  # here, once: what it finds is inherited by the workers
-            if why:
-                verdicts[spec.name, name] = Verdict(spec.name, name, NOT_APPLICABLE, reason=why)
-            else:
-                tasks.append((i, name, "cpu"))
+    tasks = _tasks(specs, names, verdicts)
     done: dict[Any, Any] = {}
     try:
         run_pool(
@@ -281,6 +265,42 @@ def mutate(
         if into is not None:
             into.extend(out)
     return out
+
+
+def _controls(
+    specs: Sequence[OpSpec],
+    props: list[str],
+    jobs: int,
+    started: Callable[[OpSpec], None],
+    kw: dict[str, Any],
+) -> dict[tuple[str, str], Verdict]:
+    """Step 1: each op's control through every property, as opzoo check runs it; its verdict by
+    (op, mutant)."""
+    controls = [mutant_spec(spec, CONTROL) for spec in specs]
+    checked: list[Result] = []
+    try:
+        check_all(controls, props, devices=("cpu",), jobs=jobs, into=checked, started=started, **kw)
+    finally:
+        verdicts = {
+            (spec.name, CONTROL): _control(spec, control, checked) for spec, control in zip(specs, controls)
+        }
+    return verdicts
+
+
+def _tasks(
+    specs: Sequence[OpSpec], names: list[str], verdicts: dict[tuple[str, str], Verdict]
+) -> list[tuple[int, str, str]]:
+    """Step 2's tasks: each mutant that applies to an op, one task each (the op by its index); one
+    that does not gets its verdict in ``verdicts``."""
+    tasks = []
+    for i, spec in enumerate(specs):
+        for name in names:
+            why = MUTANTS[name].applies(spec)  # here, once: what it finds is inherited by the workers
+            if why:
+                verdicts[spec.name, name] = Verdict(spec.name, name, NOT_APPLICABLE, reason=why)
+            else:
+                tasks.append((i, name, "cpu"))
+    return tasks
 
 
 def _control(spec: OpSpec, control: OpSpec, results: list[Result]) -> Verdict:
