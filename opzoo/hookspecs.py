@@ -3,7 +3,7 @@
 A plugin module declares itself under the ``opzoo`` entry-point group of its distribution and
 implements any of these hooks, marked with :data:`opzoo.hookimpl`. Hooks return data; opzoo merges
 and validates what they return. opzoo calls each plugin's implementation on its own
-(:class:`opzoo.core._loading.Plugins`), so a hook that raises, or returns something of the wrong kind, is
+(:class:`opzoo.core._plugins.Plugins`), so a hook that raises, or returns something of the wrong kind, is
 recorded as that plugin's failure (``opzoo list``, ``opzoo.failures()``) and harms no other plugin.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Union
 import pluggy
 
 if TYPE_CHECKING:
-    from opzoo.core._registry import OpSpec
+    from opzoo.core._spec import OpSpec
 
 hookspec = pluggy.HookspecMarker("opzoo")
 hookimpl = pluggy.HookimplMarker("opzoo")

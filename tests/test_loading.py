@@ -6,16 +6,16 @@ import fakeops
 import pytest
 
 import opzoo
-from opzoo.core._loading import Declared, installed
+from opzoo.core._loading import EntryPoint, installed
 from opzoo.exceptions import PluginError
 
 
 def ops(name, value, dist="plug", version="1.0"):
-    return Declared("opzoo.ops", name, value, dist, version)
+    return EntryPoint("opzoo.ops", name, value, dist, version)
 
 
 def hooks(name, value, dist="plug", version="1.0"):
-    return Declared("opzoo", name, value, dist, version)
+    return EntryPoint("opzoo", name, value, dist, version)
 
 
 def test_entry_point_ops_registered_lazily():
@@ -133,7 +133,7 @@ def test_strict_mode_raises_on_first_failure(monkeypatch):
 def test_installed_finds_myrelu_in_opzoos_own_metadata():
     """opzoo declares myrelu in its own pyproject, exactly as a plugin would."""
     mine = [d for d in installed() if d.dist == "opzoo"]
-    assert Declared("opzoo.ops", "myrelu", "opzoo.ops.relu:MyReLU", "opzoo", opzoo.__version__) in mine
+    assert EntryPoint("opzoo.ops", "myrelu", "opzoo.ops.relu:MyReLU", "opzoo", opzoo.__version__) in mine
 
 
 def test_default_registry_gets_myrelu_via_entry_point():

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import pluggy
 
 from opzoo import hookspecs
 from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist
 from opzoo.core._guard import Guard, guarded_call
-from opzoo.core._registry import Registry, import_path
+from opzoo.core._plugins import Plugins
+from opzoo.core._registry import Registry
+from opzoo.core._spec import import_path
 from opzoo.exceptions import PluginError, one_line
 
 OPS_GROUP = "opzoo.ops"
@@ -32,7 +34,7 @@ ENV_STRICT = "OPZOO_STRICT"
 
 
 @dataclass(frozen=True)
-class Declared:
+class EntryPoint:
     """One entry point as found in installed metadata (or made up by a test)."""
 
     group: str
@@ -45,56 +47,13 @@ class Declared:
         return Source(self.dist, self.version, f"{self.group}: {self.name} = {self.value}", via)
 
 
-@dataclass
-class Plugins:
-    """The pluggy plugins of one registry. Each hook is called plugin by plugin, so that one that
-    raises or returns junk is recorded as that plugin's failure and harms no other."""
-
-    pm: pluggy.PluginManager
-    sources: dict[str, Source] = field(default_factory=dict)  # pluggy name -> where it came from
-
-    def source(self, plugin_name: str) -> Source:
-        return self.sources.get(plugin_name, Source(entry_point=plugin_name, via="hook"))
-
-    def each(self, hook: str) -> list[Any]:
-        """The implementations of ``hook``, in the order pluggy would call them."""
-        return list(reversed(getattr(self.pm.hook, hook).get_hookimpls()))
-
-    def first(
-        self,
-        hook: str,
-        record: Callable[[Failure], None],
-        accept: Callable[[Any], bool] | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """Call ``hook``'s implementations in turn; return the first non-None result, as pluggy's
-        ``firstresult`` does, passing over (and recording) any that raise or return what
-        ``accept`` refuses."""
-        what = kwargs.get("spec")
-        about = f" for op {what.name!r}" if getattr(what, "name", None) else ""
-        for impl in self.each(hook):
-            source = self.source(impl.plugin_name)
-            try:
-                result = impl.function(**{k: kwargs[k] for k in impl.argnames})
-            except PLUGIN_ERRORS as exc:  # a plugin's hook may raise anything; isolate it
-                record(Failure(source, f"hook {hook} raised{about}: {one_line(exc)}"))
-                continue
-            if result is None:
-                continue
-            if accept is not None and not accept(result):
-                record(Failure(source, f"hook {hook} returned a {type(result).__name__}{about}"))
-                continue
-            return result
-        return None
-
-
-def installed() -> list[Declared]:
+def installed() -> list[EntryPoint]:
     """Return opzoo's entry points from installed distributions, without importing any of them."""
-    found: dict[tuple[str, str, str | None], Declared] = {}
+    found: dict[tuple[str, str, str | None], EntryPoint] = {}
     for group in (OPS_GROUP, HOOKS_GROUP):
         for ep in metadata.entry_points(group=group):
             dist = getattr(ep, "dist", None)
-            d = Declared(group, ep.name, ep.value, dist and dist.name, dist and dist.version)
+            d = EntryPoint(group, ep.name, ep.value, dist and dist.name, dist and dist.version)
             # A distribution visible twice on sys.path (e.g. editable and site) is one source.
             found.setdefault((group, ep.name, d.dist and canonical_dist(d.dist)), d)
     return list(found.values())
@@ -109,13 +68,13 @@ def _block_key(text: str) -> str:
     return f"{canonical_dist(dist)}:{name.lower()}" if sep else canonical_dist(name)
 
 
-def _is_blocked(d: Declared, blocked: set[str]) -> bool:
+def _is_blocked(d: EntryPoint, blocked: set[str]) -> bool:
     dist = canonical_dist(d.dist or "")
     return bool(blocked & {canonical_dist(d.name), dist, f"{dist}:{d.name.lower()}"})
 
 
 def load(
-    declared: Iterable[Declared] | None = None,
+    declared: Iterable[EntryPoint] | None = None,
     *,
     autoload: bool | None = None,
     block: Iterable[str] = (),
@@ -163,7 +122,7 @@ def load(
     return registry
 
 
-def _register_hook_plugin(plugins: Plugins, registry: Registry, d: Declared) -> None:
+def _register_hook_plugin(plugins: Plugins, registry: Registry, d: EntryPoint) -> None:
     pm, source = plugins.pm, d.source("hook")
     name = f"{d.dist or 'local'}:{d.name}"
     guard: Guard = registry.guard
