@@ -1,9 +1,10 @@
 """The one place that loads plugins: entry points and pluggy hooks -> a validated Registry.
 
-Every failure of a plugin (an import that raises, a hook that raises, a name offered twice, an
-invalid contract) is recorded on the registry with its distribution, entry point and reason. Only
-strict mode turns a failure into an error. A plugin's import that would end or hang the process, or
-change torch's global state, is kept out (opzoo/core/_guard.py) and recorded the same way.
+Every failure of a plugin while it loads (an import that raises, a hook that raises, a name offered
+twice, an invalid contract) is recorded on the registry with its distribution, entry point and
+reason. Only strict mode turns a failure into an error. A plugin's import that would end or hang
+the process, or change torch's global state, is kept out (opzoo/core/_guard.py) and recorded the
+same way.
 """
 
 from __future__ import annotations
@@ -96,12 +97,12 @@ def load(
     names = [*os.environ.get(ENV_BLOCK, "").split(","), *block]
     blocked = {_block_key(b) for b in names if b.strip()}
 
-    registry = Registry()
-    # Installed plugins are tried in a child process first; made-up entry points (tests) are not.
-    registry.guard = Guard.from_env(probe=declared is None)
     pm = pluggy.PluginManager("opzoo")
     pm.add_hookspecs(hookspecs)
-    plugins = registry.plugins = Plugins(pm)
+    plugins = Plugins(pm)
+    # Installed plugins are tried in a child process first; made-up entry points (tests) are not.
+    guard = Guard.from_env(probe=declared is None)
+    registry = Registry(plugins=plugins, guard=guard)
 
     entries = installed() if declared is None else list(declared)
     for d in entries:
@@ -111,7 +112,7 @@ def load(
         if d.group == OPS_GROUP:
             registry.offer(d.name, d.value, d.source("entry point"))
         elif d.group == HOOKS_GROUP:
-            _register_hook_plugin(plugins, registry, d)
+            _register_hook_plugin(plugins, registry, guard, d)
 
     _collect_hook_ops(plugins, registry)
     if strict:
@@ -122,10 +123,9 @@ def load(
     return registry
 
 
-def _register_hook_plugin(plugins: Plugins, registry: Registry, d: EntryPoint) -> None:
+def _register_hook_plugin(plugins: Plugins, registry: Registry, guard: Guard, d: EntryPoint) -> None:
     pm, source = plugins.pm, d.source("hook")
     name = f"{d.dist or 'local'}:{d.name}"
-    guard: Guard = registry.guard
     refused = guard.refusal(d.value, source, call="opzoo_ops")
     if refused is not None:
         registry.record(Failure(source, refused))
@@ -141,7 +141,7 @@ def _register_hook_plugin(plugins: Plugins, registry: Registry, d: EntryPoint) -
     finally:
         took = time.perf_counter() - began
         if took > SLOW_IMPORT:
-            registry._slow.append(f"importing {source} ({source.entry_point}) took {took:.1f} s")
+            plugins.slow.append(f"importing {source} ({source.entry_point}) took {took:.1f} s")
     # pluggy defers unknown hook names to check_pending(), which fails for all plugins at once.
     unknown = [
         impl.function.__name__

@@ -21,6 +21,7 @@ class Plugins:
 
     pm: pluggy.PluginManager
     sources: dict[str, Source] = field(default_factory=dict)  # pluggy name -> where it came from
+    slow: list[str] = field(default_factory=list)  # a note for each plugin that was slow to import
 
     def source(self, plugin_name: str) -> Source:
         return self.sources.get(plugin_name, Source(entry_point=plugin_name, via="hook"))

@@ -2,6 +2,10 @@
 
 The registry holds *offers*: a name, where it came from, and either the op itself or an import path.
 Import paths are resolved, validated and cached on first use, so listing names imports no plugin.
+Once :func:`opzoo.load` returns, a registry changes only as it resolves an op on first use (its
+spec, or its failure) and as ``register`` and ``unregister`` add ops in-process: its plugins and
+guard are given when it is made, and what a run of the checks asks of the plugins stays with the
+run (``opzoo/testing/running/_hooks.py``).
 
 What an op is lives beside it: ``OpSpec`` and ``spec_of`` in ``_spec``, ``declare`` in ``_declare``;
 they are named here too, as the registry's users have always imported them.
@@ -13,7 +17,7 @@ import contextlib
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist
 from opzoo.core._contract import Contract
@@ -27,6 +31,10 @@ from opzoo.exceptions import (
     PluginError,
     one_line,
 )
+
+if TYPE_CHECKING:
+    from opzoo.core._guard import Guard
+    from opzoo.core._plugins import Plugins
 
 __all__ = [
     "Declared",
@@ -73,7 +81,7 @@ class _Offer:
     spec: OpSpec | None = None
     failure: Failure | None = None
     seconds: float = 0.0  # how long resolving (importing) took
-    guard: Any = None  # an opzoo.core._guard.Guard: a plugin's first import in a child, its effects watched
+    guard: Guard | None = None  # a plugin's first import in a child, its effects watched
 
     def resolve(self) -> OpSpec:
         if self.spec is not None:
@@ -101,18 +109,18 @@ class _Offer:
         return self.spec
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Registry:
-    """Maps case-insensitive names to ops. Build one with :func:`opzoo.load`, or empty for tests."""
+    """Maps case-insensitive names to ops. Build one with :func:`opzoo.load`, or empty for tests.
 
+    ``plugins``: the pluggy plugins it was loaded with (None: none, as in tests); ``guard``: what
+    watches plugins' imports (None: imported as they are). Both are given when it is made.
+    """
+
+    plugins: Plugins | None = None
+    guard: Guard | None = None
     _offers: dict[str, list[_Offer]] = field(default_factory=dict)
     _failures: list[Failure] = field(default_factory=list)
-    #: The pluggy plugins (:class:`opzoo.core._loading.Plugins`), when loaded with any; None for tests.
-    plugins: Any = None
-    _strategies: dict[tuple[str, str], Any] = field(default_factory=dict)
-    _slow: list[str] = field(default_factory=list)  # hook plugins that were slow to import
-    #: A core._guard.Guard for plugins' imports (set by core._loading.load); None: imported as is.
-    guard: Any = None
 
     # -- adding -----------------------------------------------------------------------------
 
@@ -221,23 +229,6 @@ class Registry:
             raise DuplicateOpError(base, [o.source.qualifier for o in offers])
         return offers[0]
 
-    def input_strategy(self, spec: OpSpec, dtype: Any, accept: Callable[[Any], bool] | None = None) -> Any:
-        """Return a plugin's input strategy for ``spec`` in ``dtype``, or None for the default.
-
-        Asked once per op and dtype, then cached. A plugin whose hook raises, or returns something
-        ``accept`` refuses, is recorded as that plugin's failure and passed over, so it cannot fail
-        the checks of another plugin's op.
-        """
-        key = (spec.name, str(dtype))
-        if key not in self._strategies:
-            found = None
-            if self.plugins is not None:
-                found = self.plugins.first(
-                    "opzoo_input_strategy", self.record, accept, spec=spec, dtype=dtype
-                )
-            self._strategies[key] = found
-        return self._strategies[key]
-
     # -- loading everything -----------------------------------------------------------------
 
     def load_all(self) -> list[OpSpec]:
@@ -259,7 +250,8 @@ class Registry:
             for o in offers
             if o.seconds > threshold
         ]
-        return lines + [line for line in self._slow if line not in lines]
+        hooks = self.plugins.slow if self.plugins is not None else []
+        return lines + [line for line in hooks if line not in lines]
 
     def failures(self) -> list[Failure]:
         """Return every failure seen so far (loading, validation, duplicates)."""

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from opzoo.core._params import Index, Mask
-from opzoo.core._registry import OpSpec, Registry
+from opzoo.core._spec import OpSpec
 from opzoo.testing._domain import (
     BOX,
     KINK_MARGIN,
@@ -29,6 +29,7 @@ from opzoo.testing._domain import (
     push_from_kinks,
 )
 from opzoo.testing._edges import EDGE_SIZE, edge_inputs, fixed_inputs
+from opzoo.testing.running._hooks import Asked, hooks_of
 
 __all__ = [
     "BOX",
@@ -288,10 +289,11 @@ def inputs(
     *,
     dtype: torch.dtype = torch.float64,
     device: str | torch.device = "cpu",
-    registry: Registry | None = None,
+    registry: Asked = None,
 ) -> st.SearchStrategy[tuple[torch.Tensor, ...]]:
     """Inputs for ``spec`` at ``params_value``, one tensor per signature input: a plugin's strategy
-    if one offers it (asked through ``registry``), else tensors that fit the signature (inside the
+    if one offers it (asked through ``registry``: a Registry, or a run's ``RunHooks``, which keeps
+    what the hooks answered and which failed), else tensors that fit the signature (inside the
     domain and off the declared kinks, for an elementwise op)."""
     custom = plugin_strategy(spec, dtype, registry)
     if custom is not None:
@@ -314,22 +316,23 @@ def _as_inputs(drawn: Any, dtype: torch.dtype, device: str | torch.device) -> tu
     return tuple(t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device) for t in items)
 
 
-def plugin_strategy(
-    spec: OpSpec, dtype: torch.dtype, registry: Registry | None
-) -> st.SearchStrategy[Any] | None:
-    """The strategy a plugin's ``opzoo_input_strategy`` offers for ``spec``, or None."""
+def plugin_strategy(spec: OpSpec, dtype: torch.dtype, registry: Asked) -> st.SearchStrategy[Any] | None:
+    """The strategy a plugin's ``opzoo_input_strategy`` offers for ``spec``, or None. A hook that
+    fails is recorded in ``registry`` if it is a run's ``RunHooks``; asked through a Registry, the
+    failure is passed over."""
     if registry is None:
         return None
-    return registry.input_strategy(spec, dtype, accept=lambda s: isinstance(s, st.SearchStrategy))
+    return hooks_of(registry).input_strategy(spec, dtype, accept=lambda s: isinstance(s, st.SearchStrategy))
 
 
 def cases(
-    spec: OpSpec, *, device: str = "cpu", registry: Registry | None = None
+    spec: OpSpec, *, device: str = "cpu", registry: Asked = None
 ) -> st.SearchStrategy[tuple[dict[str, Any], tuple[torch.Tensor, ...]]]:
     """(params, inputs) pairs for ``spec``, one input per signature input (float64, or an integer or
     bool tensor where declared): params first, since kinks may depend on them; the Dim parameter
-    last, anywhere from -rank to rank - 1 of the inputs drawn."""
-
+    last, anywhere from -rank to rank - 1 of the inputs drawn. ``registry``: as for :func:`inputs`."""
+    if registry is not None:
+        registry = hooks_of(registry)  # one run: each plugin asked once, not once per set of kinks
     memo: dict[tuple[float, ...], st.SearchStrategy[tuple[torch.Tensor, ...]]] = {}
 
     def inputs_at(p: dict[str, Any]) -> st.SearchStrategy[tuple[torch.Tensor, ...]]:

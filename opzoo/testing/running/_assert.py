@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from opzoo.core._contract import Contract
-from opzoo.core._registry import spec_of
+from opzoo.core._spec import spec_of
 from opzoo.testing.properties import parse_properties
 from opzoo.testing.running._runner import DEVICES, Result, check
 
