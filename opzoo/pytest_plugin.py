@@ -311,7 +311,7 @@ def _named(config: pytest.Config, session: pytest.Session, items: list[Any], fla
 def _collect_checks(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
     """One item per op x property x device (``--opzoo``); every failure to load one when every op
     is checked."""
-    from opzoo.testing.running._runner import result_id
+    from opzoo.testing.running._result import result_id
 
     options = config.stash[CHECK_OPTIONS] = _run_options(config, CHECK)
     names = _named(config, session, items, "--opzoo")

@@ -21,7 +21,8 @@ from opzoo.testing.properties import PROPERTIES
 from opzoo.testing.running._hooks import Asked, hooks_of
 from opzoo.testing.running._options import RunOptions
 from opzoo.testing.running._pool import GRACE, Pool, Task
-from opzoo.testing.running._runner import Result, check
+from opzoo.testing.running._result import Result
+from opzoo.testing.running._runner import check, check_property
 
 __all__ = ["GRACE", "Task", "can_fork", "check_all", "default_jobs", "run_pool", "usable_cpus"]
 
@@ -85,7 +86,7 @@ def check_all(
         # Run order: an op's first check (alone), then its slow ones, so that they do not end the
         # run on one worker while the other idles; the results keep the serial order.
         order = sorted(tasks, key=lambda t: (t[0], t[1] != props[0], not PROPERTIES[t[1]].slow))
-        pool = Pool(specs, jobs, grace, kw, hooks=hooks, compiles=lambda prop: PROPERTIES[prop].compiles)
+        pool = Pool(specs, jobs, grace, kw, work=check_property, hooks=hooks, compiles=_compiles)
         pool.run(order, done, started)
     finally:
         ordered = [done[t] for t in tasks if t in done]
@@ -132,6 +133,10 @@ def run_pool(
 
     Pool(specs, jobs, grace, kw, hooks=hooks, work=work, limit=limit).run(list(tasks), done, started)
     return done
+
+
+def _compiles(prop: str) -> bool:
+    return PROPERTIES[prop].compiles
 
 
 def _cuda_initialized() -> bool:

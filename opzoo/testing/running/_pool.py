@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 from opzoo._lifetime import die_with_parent
 from opzoo.core._spec import OpSpec
 from opzoo.testing.running._hooks import RunHooks
-from opzoo.testing.running._runner import HUNG, Result, check_property
+from opzoo.testing.running._result import HUNG, Result
 
 #: Seconds past a check's own time limit before its worker is killed: the limit is raised inside the
 #: worker first, and only a check stuck where no signal reaches (a C loop) lasts this long.
@@ -104,8 +104,8 @@ class Pool:
         grace: float,
         kw: dict[str, Any],
         *,
+        work: Callable[..., Any],
         hooks: RunHooks | None = None,
-        work: Callable[..., Any] = check_property,
         limit: float | None = None,
         compiles: Callable[[str], bool] = lambda what: False,
     ) -> None:
