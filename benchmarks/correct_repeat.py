@@ -69,15 +69,15 @@ RUN = """
 import importlib, json, sys
 sys.path[:0] = {paths!r}
 import opzoo
-from opzoo.testing.running._parallel import check_all, default_jobs
-from opzoo.testing.properties import PROPERTIES
+from opzoo.testing.running._options import RunOptions
+from opzoo.testing.running._parallel import check_all
 reg = opzoo.Registry()
 for name, (module, attr) in {ops!r}:
     base, _, key = attr.partition("[")  # "DECLARED['x']": an entry of a module's table
     obj = getattr(importlib.import_module(module), base)
     reg.register(obj[key[1:-2]] if key else obj, name=name)
 specs = [reg.info(name) for name, _ in {ops!r}]
-results = check_all(specs, list(PROPERTIES), devices=["cpu"], jobs=default_jobs(), profile="ci", registry=reg)
+results = check_all(specs, RunOptions(profile="ci", device="cpu"), registry=reg)
 print(json.dumps({{r.id: r.status for r in results}}))
 """
 

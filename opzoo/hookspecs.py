@@ -3,8 +3,10 @@
 A plugin module declares itself under the ``opzoo`` entry-point group of its distribution and
 implements any of these hooks, marked with :data:`opzoo.hookimpl`. Hooks return data; opzoo merges
 and validates what they return. opzoo calls each plugin's implementation on its own
-(:class:`opzoo.core._loading.Plugins`), so a hook that raises, or returns something of the wrong kind, is
-recorded as that plugin's failure (``opzoo list``, ``opzoo.failures()``) and harms no other plugin.
+(:class:`opzoo.core._plugins.Plugins`), so a hook that raises, or returns something of the wrong
+kind, is recorded as that plugin's failure and harms no other plugin: while the registry loads,
+with the registry's failures (``opzoo list``, ``opzoo.failures()``); while checks run, with the
+run's (``opzoo check``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Union
 import pluggy
 
 if TYPE_CHECKING:
-    from opzoo.core._registry import OpSpec
+    from opzoo.core._spec import OpSpec
 
 hookspec = pluggy.HookspecMarker("opzoo")
 hookimpl = pluggy.HookimplMarker("opzoo")
@@ -47,9 +49,12 @@ def opzoo_ops() -> Mapping[str, OpRef] | None:
 def opzoo_input_strategy(spec: OpSpec, dtype: Any) -> Any | None:
     """Return a hypothesis strategy of input tensors for ``spec``, or None to use the default.
 
-    Called by the property tests at most once per op and dtype (a ``torch.dtype``) in a registry;
-    the answer is cached. Stops at the first non-None result that is a hypothesis strategy; a
-    plugin whose implementation raises or returns anything else is recorded as failed and skipped.
+    Called by the property tests at most once per op and dtype (a ``torch.dtype``) in each process
+    of a run that checks the op, and the answer kept for the run: ``opzoo check``'s worker processes
+    each ask for the ops they check (a strategy cannot be sent from one process to another). Stops
+    at the first non-None result that is a hypothesis strategy; a plugin whose implementation raises
+    or returns anything else is skipped, and reported once per run (``opzoo check``: a ``BROKEN``
+    line and exit 1; ``pytest --opzoo``: a warning).
     The strategy must draw tensors inside the op's declared domain; the default draws shapes from
     0-d to 4-d and keeps values a margin away from every declared kink.
     """

@@ -17,16 +17,20 @@ the registry, never from a run's state) and each check's hypothesis examples are
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
 
-from opzoo.testing.properties import parse_properties
-from opzoo.testing.running._profiles import HELP as PROFILES_HELP
-from opzoo.testing.running._profiles import PROFILES
+from opzoo.testing.running._options import CHECK, MUTATE, OPTIONS, Option, OptionError, parse
 
 # The registry this session checks, loaded once at collection; kept on the config, not in a global.
 REGISTRY = pytest.StashKey[Any]()
+# The session's run: its options (as --opzoo and as --opzoo-mutate run), and what the plugins'
+# hooks answered (opzoo.testing.running._hooks.RunHooks).
+CHECK_OPTIONS = pytest.StashKey[Any]()
+MUTATE_OPTIONS = pytest.StashKey[Any]()
+HOOKS = pytest.StashKey[Any]()
 # The ops named in --opzoo=..., by name or import path, as looked up at collection.
 SPECS = pytest.StashKey[dict]()
 # Ops that hung in this session: their remaining properties are skipped, not waited for again.
@@ -47,13 +51,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="check registered ops: all of them, or a comma-separated list of names (or import paths "
         "package.module:Class, for ops no plugin publishes)",
     )
-    group.addoption(
-        "--opzoo-property",
-        default=None,
-        metavar="PROPS",
-        help="comma-separated properties to check (default: all)",
-    )
-    group.addoption("--opzoo-profile", default=None, choices=list(PROFILES), help=PROFILES_HELP)
     group.addoption(
         "--opzoo-mutate",
         nargs="?",
@@ -76,13 +73,49 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="under --opzoo-mutate, a survivor fails only while its op's kill rate is below SCORE "
         "(0.99 or 99%%; default: every survivor fails)",
     )
-    group.addoption(
-        "--opzoo-timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="wall-clock limit per property (default 60); an op past it is hung, its other checks skipped",
-    )
+    for option in OPTIONS.values():  # opzoo check's options, declared in testing/running/_options
+        if option.pytest:
+            how: dict[str, Any] = {"action": "append"} if option.many else {}
+            if option.type is not None and not option.many:
+                how["type"] = option.type
+            if option.choices is not None:
+                how["choices"] = list(option.choices)
+            group.addoption(
+                _flag(option),
+                dest=_dest(option),
+                default=None,
+                metavar=option.metavar,
+                help=_help(option),
+                **how,
+            )
+
+
+def _flag(option: Option) -> str:
+    return "--opzoo-" + option.flag.removeprefix("--")
+
+
+def _dest(option: Option) -> str:
+    return _flag(option).removeprefix("--").replace("-", "_")
+
+
+def _help(option: Option) -> str:
+    """The option's help, with its default under --opzoo, and under --opzoo-mutate where it differs."""
+    mutate = option.default_for(MUTATE)
+    if mutate == option.default_for(CHECK) or MUTATE not in option.commands:
+        return option.help_for(CHECK)
+    return f"{option.help_for(CHECK)[:-1]}; under --opzoo-mutate: {mutate})"
+
+
+def _run_options(config: pytest.Config, command: str) -> Any:
+    """The options of this session's run as ``command`` (check or mutate) runs, checked: a bad one
+    is a usage error naming its flag."""
+    values = {o.name: config.getoption(_dest(o)) for o in OPTIONS.values() if o.pytest}
+    try:
+        return parse(values, command)
+    except OptionError as exc:
+        flag = _flag(OPTIONS[exc.option])
+        message = exc.naming(flag)
+        raise pytest.UsageError(message if flag in message else f"{flag}: {message}") from None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -109,14 +142,10 @@ class OpzooItem(pytest.Item):
         if self.op in hung:
             pytest.skip("not run: the op hung")
         spec = self.config.stash.get(SPECS, {}).get(self.op) or registry.info(self.op)
-        result = check_property(
-            spec,
-            self.prop,
-            profile=self.config.getoption("opzoo_profile"),
-            device=self.device,
-            registry=registry,
-            timeout=self.config.getoption("opzoo_timeout"),
-        )
+        hooks = self.config.stash[HOOKS]
+        options = self.config.stash[CHECK_OPTIONS]
+        result = check_property(spec, self.prop, device=self.device, registry=hooks, **options.check_kwargs())
+        _warn_of(hooks)
         if result.timed_out:
             hung.add(self.op)
         if result.status == "skip":
@@ -156,17 +185,19 @@ class MutantItem(pytest.Item):
         spec = self.config.stash.get(SPECS, {}).get(self.op) or registry.info(self.op)
         seen = self.config.stash.setdefault(MUTATED, {}).setdefault(self.op, [])
         failing = {self.op: [p for v in seen if v.mutant == CONTROL for p in v.prop.split(", ") if p]}
-        chosen = self.config.getoption("opzoo_property")
-        props = parse_properties(None if chosen is None else [chosen])
+        options = self.config.stash[MUTATE_OPTIONS]
+        hooks = self.config.stash[HOOKS]
         verdict = mutate_one(
             spec,
             self.mutant,
-            props=props,
+            props=options.properties,
             failing=failing,
-            profile=self.config.getoption("opzoo_profile") or "ci",
-            registry=registry,
-            timeout=self.config.getoption("opzoo_timeout"),
+            profile=options.profile,
+            examples=options.examples,
+            registry=hooks,
+            timeout=options.timeout,
         )
+        _warn_of(hooks)
         if self.mutant == CONTROL:
             verdict = _control_verdict(verdict)
         seen.append(verdict)
@@ -189,6 +220,16 @@ class MutantItem(pytest.Item):
 
     def reportinfo(self) -> tuple[str, int | None, str]:
         return "opzoo", None, self.name
+
+
+class OpzooPluginWarning(UserWarning):
+    """A plugin's hook failed while opzoo's checks ran (its answer was passed over)."""
+
+
+def _warn_of(hooks: Any) -> None:
+    """Warn of each failure of a plugin's hook since the last test: no test is that plugin's."""
+    for failure in hooks.news():
+        warnings.warn(OpzooPluginWarning(f"a plugin's hook failed: {failure}"), stacklevel=1)
 
 
 def _control_verdict(verdict: Any) -> Any:
@@ -221,53 +262,66 @@ class OpzooLoadItem(pytest.Item):
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
-    wanted = config.getoption("opzoo")
     if config.getoption("opzoo_mutate") is not None:
         _collect_mutants(session, config, items)
-    if wanted is None:
-        return
-    from opzoo.cli._common import check_seconds
-    from opzoo.core._loading import load
-    from opzoo.core._registry import lookup
-    from opzoo.exceptions import ConfigError, OpNotFoundError, OpZooError
-    from opzoo.testing.running._runner import DEVICES, result_id
+    if config.getoption("opzoo") is not None:
+        _collect_checks(session, config, items)
 
-    reg = config.stash[REGISTRY] = load()
+
+def _registry(config: pytest.Config) -> Any:
+    """The session's registry, loaded once (with the run's RunHooks beside it)."""
+    if REGISTRY not in config.stash:
+        from opzoo.core._loading import load
+        from opzoo.testing.running._hooks import RunHooks
+
+        config.stash[REGISTRY] = load()
+        config.stash[HOOKS] = RunHooks(config.stash[REGISTRY])
+    return config.stash[REGISTRY]
+
+
+def _named(config: pytest.Config, session: pytest.Session, items: list[Any], flag: str) -> list[str]:
+    """The ops ``--opzoo`` or ``--opzoo-mutate`` names, looked up (into ``SPECS``): every op for
+    ``*``, a load item for each that fails to load; a name that is no op is a usage error."""
+    from opzoo.core._registry import lookup
+    from opzoo.exceptions import OpNotFoundError, OpZooError
+
+    wanted, reg = config.getoption(flag.removeprefix("--").replace("-", "_")), _registry(config)
     if wanted == "*":
-        names = [spec.name for spec in reg.load_all()]
-        for i, failure in enumerate(reg.failures()):
+        return [spec.name for spec in reg.load_all()]
+    names = [n.strip() for n in wanted.split(",") if n.strip()]
+    if not names:  # `--opzoo=` or `--opzoo=,,` tested nothing, and passed
+        raise pytest.UsageError(
+            f"{flag}={wanted} names no op: give {flag} for every op, or {flag}=NAME[,NAME...]"
+        )
+    found = []
+    for name in dict.fromkeys(names):
+        # A name that is no op is a usage error, one line; an op that fails to load is one
+        # failing test, not one per property.
+        try:
+            config.stash.setdefault(SPECS, {})[name] = lookup(reg, name)  # a name, or an import path
+        except OpNotFoundError as exc:
+            raise pytest.UsageError(f"{flag}: {exc}") from None
+        except OpZooError as exc:
+            items.append(OpzooLoadItem.from_parent(session, name=f"load[{name}]", failure=str(exc)))
+            continue
+        found.append(name)
+    return found
+
+
+def _collect_checks(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
+    """One item per op x property x device (``--opzoo``); every failure to load one when every op
+    is checked."""
+    from opzoo.testing.running._result import result_id
+
+    options = config.stash[CHECK_OPTIONS] = _run_options(config, CHECK)
+    names = _named(config, session, items, "--opzoo")
+    if config.getoption("opzoo") == "*":
+        for i, failure in enumerate(_registry(config).failures()):
             label = failure.name or failure.source.entry_point or str(failure.source)
             items.append(OpzooLoadItem.from_parent(session, name=f"load[{label}-{i}]", failure=str(failure)))
-    else:
-        names = [n.strip() for n in wanted.split(",") if n.strip()]
-        if not names:  # `--opzoo=` or `--opzoo=,,` tested nothing, and passed
-            raise pytest.UsageError(
-                f"--opzoo={wanted} names no op: give --opzoo for every op, or --opzoo=NAME[,NAME...]"
-            )
-    try:
-        chosen = config.getoption("opzoo_property")
-        props = parse_properties(None if chosen is None else [chosen])
-    except ValueError as exc:
-        raise pytest.UsageError(f"--opzoo-property: {exc}") from None
-    timeout = config.getoption("opzoo_timeout")
-    try:
-        check_seconds("--opzoo-timeout", timeout)
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    for name in dict.fromkeys(names):
-        if wanted != "*":
-            # A name that is no op is a usage error, one line; an op that fails to load is one
-            # failing test, not one per property.
-            try:
-                spec = lookup(reg, name)  # a name, or an import path package.module:Class
-            except OpNotFoundError as exc:
-                raise pytest.UsageError(f"--opzoo: {exc}") from None
-            except OpZooError as exc:
-                items.append(OpzooLoadItem.from_parent(session, name=f"load[{name}]", failure=str(exc)))
-                continue
-            config.stash.setdefault(SPECS, {})[name] = spec
-        for prop in props:
-            for device in DEVICES:
+    for name in names:
+        for prop in options.properties:
+            for device in options.devices:
                 item_id = result_id(name, prop, device)
                 item = OpzooItem.from_parent(session, name=item_id, op=name, prop=prop, device=device)
                 # Under pytest-xdist with --dist loadgroup, an op's checks stay on one worker, in
@@ -278,18 +332,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def _collect_mutants(session: pytest.Session, config: pytest.Config, items: list[Any]) -> None:
     """One item per op x mutant, the control first (``--opzoo-mutate``)."""
-    from opzoo.core._loading import load
-    from opzoo.core._registry import lookup
-    from opzoo.exceptions import OpNotFoundError, OpZooError
     from opzoo.testing.mutation._mutants import MUTANTS, parse_mutants
 
-    wanted = config.getoption("opzoo_mutate")
     try:
         chosen = config.getoption("opzoo_mutant")
         mutants = parse_mutants(None if chosen is None else [chosen])
-        parse_properties(
-            None if config.getoption("opzoo_property") is None else [config.getoption("opzoo_property")]
-        )
         raw = config.getoption("opzoo_min_score")
         if raw is not None:
             from opzoo.testing.mutation._mutate import parse_score
@@ -297,22 +344,9 @@ def _collect_mutants(session: pytest.Session, config: pytest.Config, items: list
             config.stash[MIN_SCORE] = parse_score(raw)
     except ValueError as exc:
         raise pytest.UsageError(f"--opzoo-mutate: {exc}") from None
-    reg = config.stash[REGISTRY] = config.stash.get(REGISTRY, None) or load()
-    names = (
-        [s.name for s in reg.load_all()]
-        if wanted == "*"
-        else [n.strip() for n in wanted.split(",") if n.strip()]
-    )
+    config.stash[MUTATE_OPTIONS] = _run_options(config, MUTATE)
     control = next(m.name for m in MUTANTS.values() if m.control)
-    for name in dict.fromkeys(names):
-        if wanted != "*":
-            try:
-                config.stash.setdefault(SPECS, {})[name] = lookup(reg, name)
-            except OpNotFoundError as exc:
-                raise pytest.UsageError(f"--opzoo-mutate: {exc}") from None
-            except OpZooError as exc:
-                items.append(OpzooLoadItem.from_parent(session, name=f"load[{name}]", failure=str(exc)))
-                continue
+    for name in _named(config, session, items, "--opzoo-mutate"):
         for mutant in [control, *(m for m in mutants if m != control)]:
             item = MutantItem.from_parent(session, name=f"mutant[{name}~{mutant}]", op=name, mutant=mutant)
             item.add_marker(pytest.mark.xdist_group(f"mutate-{name}"))  # the control first, on one worker

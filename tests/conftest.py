@@ -97,6 +97,17 @@ def run_opzoo(*args: str, env: dict[str, str] | None = None, timeout: float = 30
     )
 
 
+def run_pytest(*args: str, env: dict[str, str], cwd: Path | str):
+    """Run ``python -m pytest ARGS`` in a subprocess (no cache folder); return the CompletedProcess."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+
+
 def install_fixture(target: Path, name: str) -> str:
     """Install plugins/NAME into ``target`` (not into the environment); return it for PYTHONPATH.
 

@@ -341,7 +341,7 @@ def test_the_kind_of_an_op_is_read_only_where_the_table_says():
     """Function or learnable Module is told apart (``spec.kind`` compared, or an instance or class
     tested against nn.Module) only in the modules ARCHITECTURE.md names."""
     allowed = {
-        "opzoo.core._registry",
+        "opzoo.core._spec",
         "opzoo.library",
         "opzoo.nn",
         "opzoo.testing.checks._bound",

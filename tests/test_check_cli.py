@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import run_opzoo
+from conftest import run_opzoo, run_pytest
 
 from opzoo.core._contract import Contract, summary_of
 from opzoo.core._loading import load
@@ -78,16 +76,6 @@ def test_the_reproduce_command_keeps_the_example_count(broken_plugin_path, monke
     assert result.repro.startswith("opzoo check wrongsign --property gradient --profile ci --examples 3")
 
 
-def run_pytest(*args, env, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-    )
-
-
 def test_pytest_opzoo_with_a_misspelled_op_is_one_usage_error(broken_plugin_path, tmp_path):
     """Before: one failing test per property, each with a traceback."""
     out = run_pytest("--opzoo=wrongsing", env={"PYTHONPATH": broken_plugin_path}, cwd=tmp_path)
@@ -116,3 +104,29 @@ def test_pytest_opzoo_naming_no_op_is_a_usage_error(tmp_path, names):
 def test_pytest_opzoo_timeout_must_be_finite(tmp_path):
     out = run_pytest("--opzoo=myrelu", "--opzoo-timeout", "inf", env={}, cwd=tmp_path)
     assert out.returncode == 4 and "--opzoo-timeout must be a positive number" in out.stderr
+
+
+def test_a_strategy_hook_that_fails_in_a_worker_is_reported_broken(tmp_path):
+    """`opzoo check --jobs 2` with a plugin whose opzoo_input_strategy raises: the failure, met in
+    a worker process, is one BROKEN line and exit 1 (it was lost with the worker's copy of the
+    registry, and the run passed)."""
+    site = tmp_path / "site"
+    info = site / "opzoo_raising_strategy-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: opzoo-raising-strategy\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[opzoo.ops]\ndouble = fakeops:Double\n\n[opzoo]\nraising = fakehooks:raising_strategy\n"
+    )
+    tests = os.path.dirname(__file__)
+    env = {"PYTHONPATH": os.pathsep.join([str(site), tests]), "OPZOO_CACHE_DIR": str(tmp_path / "cache")}
+    args = ("double", "-p", "accepts,gradient", "--examples", "3", "--profile", "ci", "--device", "cpu")
+    out = run_opzoo("check", *args, "--jobs", "2", "--json", env=env)
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    assert [r["status"] for r in report["results"]] == ["pass", "pass"]
+    assert report["broken"] == [
+        "opzoo-raising-strategy 1.0 (opzoo: raising = fakehooks:raising_strategy): "
+        "hook opzoo_input_strategy raised for op 'double': RuntimeError: strategy boom"
+    ]
+    text = run_opzoo("check", *args, "--jobs", "2", env=env)
+    assert text.returncode == 1 and text.stdout.count("BROKEN ") == 1, text.stdout

@@ -6,16 +6,16 @@ import fakeops
 import pytest
 
 import opzoo
-from opzoo.core._loading import Declared, installed
+from opzoo.core._loading import EntryPoint, installed
 from opzoo.exceptions import PluginError
 
 
 def ops(name, value, dist="plug", version="1.0"):
-    return Declared("opzoo.ops", name, value, dist, version)
+    return EntryPoint("opzoo.ops", name, value, dist, version)
 
 
 def hooks(name, value, dist="plug", version="1.0"):
-    return Declared("opzoo", name, value, dist, version)
+    return EntryPoint("opzoo", name, value, dist, version)
 
 
 def test_entry_point_ops_registered_lazily():
@@ -29,11 +29,12 @@ def test_entry_point_ops_registered_lazily():
 
 def test_input_strategy_hooks_are_guarded_per_plugin_and_asked_once():
     """A plugin's strategy hook that raises or returns junk is that plugin's failure, not another
-    op's red check; the answer is asked once per op and dtype, then cached."""
+    op's red check; the answer is asked once per op and dtype in a run, then kept with the run."""
     import fakehooks
     import torch
 
     from opzoo.testing import check_property
+    from opzoo.testing.running._hooks import RunHooks
 
     reg = opzoo.load(
         [
@@ -44,20 +45,47 @@ def test_input_strategy_hooks_are_guarded_per_plugin_and_asked_once():
             hooks("junk", "fakehooks:junk_strategy", dist="worse"),
         ]
     )
+    run = RunHooks(reg)
     fakehooks.Strategies.calls = 0
     for name in ("double", "scale"):
-        result = check_property(reg.info(name), "gradient", profile="ci", examples=5, registry=reg)
+        result = check_property(reg.info(name), "gradient", profile="ci", examples=5, registry=run)
         assert result.status == "pass", result.report()
     assert fakehooks.Strategies.calls == 2  # once per op (float64), not once per example
-    assert reg.input_strategy(reg.info("double"), torch.float64) is not None
+    assert run.input_strategy(reg.info("double"), torch.float64) is not None
     assert fakehooks.Strategies.calls == 2
-    reasons = sorted(f"{f.source.dist}: {f.reason}" for f in reg.failures())
+    reasons = sorted(f"{f.source.dist}: {f.reason}" for f in run.failures)
     assert reasons == [
         "bad: hook opzoo_input_strategy raised for op 'double': RuntimeError: strategy boom",
         "bad: hook opzoo_input_strategy raised for op 'scale': RuntimeError: strategy boom",
         "worse: hook opzoo_input_strategy returned a list for op 'double'",
         "worse: hook opzoo_input_strategy returned a list for op 'scale'",
     ]
+    assert reg.failures() == []  # the registry is only read: what a run met is the run's
+
+
+def test_a_registry_is_only_read_once_loaded():
+    """Its plugins and guard are given when it is made: nothing assigns them afterwards, and the
+    checks keep nothing on it."""
+    import dataclasses
+
+    reg = opzoo.load([ops("double", "fakeops:Double"), hooks("good", "fakehooks:strategies", dist="good")])
+    assert reg.plugins is not None and reg.guard is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        reg.plugins = None
+    assert not hasattr(reg, "input_strategy")
+
+
+def test_a_hook_failure_met_through_a_bare_registry_is_a_note():
+    """check_property asked through a Registry, not a run's RunHooks: the failure is the result's
+    note, not lost."""
+    from opzoo.testing import check_property
+
+    reg = opzoo.load(
+        [ops("double", "fakeops:Double"), hooks("raising", "fakehooks:raising_strategy", dist="bad")]
+    )
+    result = check_property(reg.info("double"), "gradient", profile="ci", examples=3, registry=reg)
+    assert result.status == "pass", result.report()
+    assert any("hook opzoo_input_strategy raised for op 'double'" in note for note in result.notes)
 
 
 def test_hook_plugins_contribute_many_ops():
@@ -133,7 +161,7 @@ def test_strict_mode_raises_on_first_failure(monkeypatch):
 def test_installed_finds_myrelu_in_opzoos_own_metadata():
     """opzoo declares myrelu in its own pyproject, exactly as a plugin would."""
     mine = [d for d in installed() if d.dist == "opzoo"]
-    assert Declared("opzoo.ops", "myrelu", "opzoo.ops.relu:MyReLU", "opzoo", opzoo.__version__) in mine
+    assert EntryPoint("opzoo.ops", "myrelu", "opzoo.ops.relu:MyReLU", "opzoo", opzoo.__version__) in mine
 
 
 def test_default_registry_gets_myrelu_via_entry_point():

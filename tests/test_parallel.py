@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import signal
 import time
+from dataclasses import replace
 
 import pytest
 from correct_ops import Cube
 from wrong_ops import WRONG
 
 import opzoo
+from opzoo.testing.running._options import RunOptions
 from opzoo.testing.running._parallel import can_fork, check_all
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="worker processes are forked on Linux only")
@@ -52,12 +54,18 @@ def test_two_workers_give_one_process_results_in_its_order(registry):
     """Every field a report shows (verdict, reason, counterexample, worst mismatch, repro, notes) is
     the serial run's, in the serial order, from a private registry the workers inherit."""
     specs = [registry.info("cube"), registry.info("wrong_sign"), opzoo.info("myrelu")]
-    props = ["gradient", "kinks", "hygiene", "double_backward", "compile"]
-    kw = dict(devices=["cpu"], profile="ci", registry=registry)
-    serial = check_all(specs, props, jobs=1, **kw)
+    props = ("gradient", "kinks", "hygiene", "double_backward", "compile")
+    options = RunOptions(props, profile="ci", device="cpu", timeout=None)
+    serial = check_all(specs, replace(options, jobs=1), registry=registry)
     started = []
     into = []
-    parallel = check_all(specs, props, jobs=2, into=into, started=lambda s: started.append(s.name), **kw)
+    parallel = check_all(
+        specs,
+        replace(options, jobs=2),
+        registry=registry,
+        into=into,
+        started=lambda s: started.append(s.name),
+    )
     assert outcome(parallel) == outcome(serial)
     assert outcome(into) == outcome(serial)
     assert sorted(started) == ["cube", "myrelu", "wrong_sign"]
@@ -66,7 +74,7 @@ def test_two_workers_give_one_process_results_in_its_order(registry):
 
 def test_a_check_that_kills_its_worker_fails_and_the_rest_go_on(registry):
     specs = [registry.info("crashes"), registry.info("cube")]
-    results = check_all(specs, ["gradient", "hygiene"], devices=["cpu"], jobs=2, profile="ci")
+    results = check_all(specs, RunOptions(("gradient", "hygiene"), "ci", device="cpu", timeout=None, jobs=2))
     got = {r.id: (r.status, r.reason) for r in results}
     crashed = "the check crashed its worker process (killed by SIGKILL)"
     assert got["gradient[crashes]"][0] == got["hygiene[crashes]"][0] == "fail"
@@ -83,11 +91,7 @@ def test_a_check_deaf_to_its_time_limit_is_killed(registry):
     try:
         results = check_all(
             [registry.info("deaf")],
-            ["hygiene", "layout"],
-            devices=["cpu"],
-            jobs=2,
-            profile="ci",
-            timeout=1.0,
+            RunOptions(("hygiene", "layout"), "ci", device="cpu", jobs=2, timeout=1.0),
             grace=1.0,
         )
     finally:
@@ -104,6 +108,33 @@ def test_no_workers_once_cuda_is_initialised(registry, monkeypatch):
     import opzoo.testing.running._parallel as parallel
 
     monkeypatch.setattr(parallel, "_cuda_initialized", lambda: True)
-    monkeypatch.setattr(parallel, "_Pool", None)  # forking would fail loudly
-    results = check_all([registry.info("cube")], ["hygiene"], devices=["cpu"], jobs=2, profile="ci")
+    monkeypatch.setattr(parallel, "Pool", None)  # forking would fail loudly
+    options = RunOptions(("hygiene",), "ci", device="cpu", timeout=None, jobs=2)
+    results = check_all([registry.info("cube")], options)
     assert [(r.id, r.status) for r in results] == [("hygiene[cube]", "pass")]
+
+
+def test_a_hook_that_fails_in_a_worker_is_the_runs_failure_once():
+    """A plugin's input-strategy hook that raises in a worker process reaches the run's failures
+    (it was lost with the worker's copy of the registry), once, however many workers met it."""
+    import fakehooks  # noqa: F401  (the fake plugins, importable from tests/)
+
+    from opzoo.core._loading import EntryPoint
+    from opzoo.testing.running._hooks import RunHooks
+
+    reg = opzoo.load(
+        [
+            EntryPoint("opzoo.ops", "double", "fakeops:Double", "plug", "1.0"),
+            EntryPoint("opzoo", "raising", "fakehooks:raising_strategy", "bad", "1.0"),
+        ]
+    )
+    run = RunHooks(reg)
+    options = RunOptions(
+        ("accepts", "gradient", "hygiene"), "ci", examples=3, device="cpu", timeout=None, jobs=2
+    )
+    results = check_all([reg.info("double")], options, registry=run)
+    assert [r.status for r in results] == ["pass", "pass", "pass"], [r.report() for r in results]
+    assert [f.reason for f in run.failures] == [
+        "hook opzoo_input_strategy raised for op 'double': RuntimeError: strategy boom"
+    ]
+    assert reg.failures() == []

@@ -9,11 +9,18 @@ import textwrap
 from typing import Any, Sequence
 
 from opzoo._records import json_safe
-from opzoo.cli._common import EXIT_FAILED, EXIT_OK, check_run_limits, print_json, registry_from
+from opzoo.cli._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    print_json,
+    registry_from,
+    run_option_flags,
+    run_options,
+    specs_from,
+)
 from opzoo.exceptions import ConfigError
-from opzoo.testing.properties import parse_properties, summaries
-from opzoo.testing.running._profiles import HELP as PROFILES_HELP
-from opzoo.testing.running._profiles import PROFILES
+from opzoo.testing.properties import summaries
+from opzoo.testing.running._options import CHECK
 
 
 def add_check(sub: Any) -> argparse.ArgumentParser:
@@ -35,99 +42,49 @@ def add_check(sub: Any) -> argparse.ArgumentParser:
         metavar="NAME",
         help="ops to check (default: all), or an import path package.module:Class (no plugin needed)",
     )
-    p.add_argument(
-        "--property",
-        "-p",
-        action="append",
-        metavar="PROP",
-        help="check only these properties (repeatable or comma-separated)",
-    )
-    p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples per property")
-    p.add_argument("--profile", choices=PROFILES, help=PROFILES_HELP)
-    p.add_argument(
-        "--seed",
-        type=int,
-        metavar="N",
-        help="hypothesis seed for a profile that is not derandomized (a failure's reproduce line names it)",
-    )
-    p.add_argument(
-        "--device",
-        choices=("cpu", "cuda", "all"),
-        default="all",
-        help="where to run (default: all; cuda is skipped without CUDA)",
-    )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="wall-clock limit per property of an op (default 60); past it the op counts as hung",
-    )
-    p.add_argument(
-        "--jobs",
-        "-j",
-        type=int,
-        metavar="N",
-        help="worker processes that run checks side by side (default: one per usable CPU on Linux, "
-        "else 1; 1: all in this process)",
-    )
+    run_option_flags(p, CHECK)
     p.add_argument("--json", action="store_true", help="print results as JSON")
     return p
 
 
 def run_check(args: argparse.Namespace) -> int:
-    check_run_limits(args)
-    try:
-        props = parse_properties(args.property)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    options = run_options(args, CHECK)
     reg = registry_from(args)
     import torch
 
-    if args.device == "cuda" and not torch.cuda.is_available():
+    if options.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda: CUDA is not available here, so nothing would be checked")
-    from opzoo.testing.running._parallel import check_all, default_jobs
+    from opzoo._lifetime import STOPPING, exit_status
+    from opzoo.testing.running._hooks import RunHooks
+    from opzoo.testing.running._parallel import check_all
     from opzoo.testing.running._signals import insistent_interrupt
 
-    if args.names:
-        from opzoo.core._registry import lookup
-
-        # A name given twice is checked once; an import path (package.module:Class) as it is.
-        specs = [lookup(reg, n) for n in dict.fromkeys(args.names)]
-    else:
-        specs = sorted(reg.load_all(), key=lambda s: s.name)
-    devices = ("cpu", "cuda") if args.device == "all" else (args.device,)
-    from opzoo._lifetime import STOPPING, exit_status
-
-    results = []
+    specs = specs_from(reg, args.names)  # a name given twice is checked once
+    hooks = RunHooks(reg)
+    results: list[Any] = []
     try:
         # Ctrl-C, SIGTERM (`timeout`, a scheduler) and SIGHUP end the loop however often a raise is
         # dropped on the way (see _signals); the workers are stopped on the way out (_parallel).
         with insistent_interrupt(STOPPING):
             check_all(
                 specs,
-                props,
-                devices=devices,
-                jobs=args.jobs or default_jobs(),
+                options,
+                registry=hooks,
                 into=results,
                 # on stderr: stdout may be JSON
                 started=lambda spec: print(f"checking {spec.name} ...", file=sys.stderr, flush=True),
-                profile=args.profile,
-                examples=args.examples,
-                registry=reg,
-                seed=args.seed,
-                timeout=args.timeout,
             )
     except KeyboardInterrupt as exc:
         # What finished is kept: reported in full (JSON too, marked), then the interrupt ends the
         # command (exit 130 for Ctrl-C, 128 + the signal's number for the others).
-        _report(args, results, devices, [], interrupted=True)
+        _report(args, results, options.devices, [], interrupted=True)
         by = f" by {exc.signum_name}" if hasattr(exc, "signum") else ""
         print(f"opzoo: interrupted{by} after {len(results)} check(s)", file=sys.stderr)
         return exit_status(exc)
-    # After the checks: a plugin's input-strategy hook that failed during them is reported too.
-    broken = [] if args.names else reg.failures()
-    failed = _report(args, results, devices, broken)
+    # The plugins that failed to load (of every op, when every op is checked), then those whose
+    # hooks failed during the checks, in whichever process ran them.
+    broken = ([] if args.names else reg.failures()) + hooks.failures
+    failed = _report(args, results, options.devices, broken)
     return EXIT_FAILED if failed or broken else EXIT_OK
 
 

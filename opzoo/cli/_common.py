@@ -8,42 +8,59 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, TextIO
+from typing import Any, Sequence, TextIO
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-#: The longest wait a command takes (--timeout, --collective-timeout): a week. Longer is no limit
-#: at all, and past about 1e10 s the timers underneath overflow (every property failed with
-#: OverflowError at --timeout 1e300).
-MAX_SECONDS = 7 * 24 * 3600.0
-#: Hypothesis examples per property, at most (--examples): 330 times the thorough profile's. Beyond,
-#: hypothesis itself fails (at 1e8 with FlakyStrategyDefinition; at 1e9 and more it never started).
-MAX_EXAMPLES = 100_000
 
 
 def check_seconds(flag: str, value: float) -> None:
-    """Refuse a time limit that is not a positive number of seconds, at most MAX_SECONDS."""
-    import math
-
+    """Refuse a time limit that is not a positive number of seconds, at most a week."""
     from opzoo.exceptions import ConfigError
+    from opzoo.testing.running._options import seconds
 
-    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
-        raise ConfigError(
-            f"{flag} must be a positive number of seconds, at most {MAX_SECONDS:.0f} (a week), got {value:g}"
+    why = seconds(value)
+    if why is not None:
+        raise ConfigError(f"{flag} {why}")
+
+
+def run_option_flags(parser: argparse.ArgumentParser, command: str) -> None:
+    """The flags of the run options that ``command`` (check, mutate or report) takes, made from
+    their records (opzoo/testing/running/_options.py). Each defaults to None, "not given": the
+    record knows the command's default (:func:`run_options`)."""
+    from opzoo.testing.running._options import OPTIONS
+
+    for option in OPTIONS.values():
+        if command not in option.commands:
+            continue
+        names = [option.flag, *([option.short] if option.short else [])]
+        how: dict[str, Any] = {"action": "append"} if option.many else {"type": option.type}
+        if option.choices is not None:
+            how["choices"] = option.choices
+        parser.add_argument(
+            *names, dest=option.name, metavar=option.metavar, help=option.help_for(command), **how
         )
 
 
-def check_run_limits(args: argparse.Namespace) -> None:
-    """The limits of a command that runs checks (check, report, mutate): ``--timeout``,
-    ``--examples`` and ``--jobs``, one line for each bad value, before anything runs."""
+def run_options(args: argparse.Namespace, command: str) -> Any:
+    """The run options of ``command`` as parsed (a RunOptions), each checked before anything runs;
+    a bad one is one error line naming its flag."""
     from opzoo.exceptions import ConfigError
+    from opzoo.testing.running._options import OPTIONS, OptionError, parse
 
-    check_seconds("--timeout", args.timeout)
-    if args.examples is not None and not 0 < args.examples <= MAX_EXAMPLES:
-        raise ConfigError(
-            f"--examples must be a positive integer, at most {MAX_EXAMPLES}, got {args.examples}"
-        )
-    if args.jobs is not None and args.jobs <= 0:
-        raise ConfigError(f"--jobs must be a positive integer, got {args.jobs}")
+    try:
+        return parse(vars(args), command)
+    except OptionError as exc:
+        raise ConfigError(exc.naming(OPTIONS[exc.option].flag)) from None
+
+
+def specs_from(registry: Any, names: Sequence[str]) -> list[Any]:
+    """The ops ``names`` name (each once; a name may be an import path ``package.module:Class``),
+    or, if none, every op of ``registry`` that loads, by name."""
+    from opzoo.core._registry import lookup
+
+    if names:
+        return [lookup(registry, n) for n in dict.fromkeys(names)]
+    return sorted(registry.load_all(), key=lambda s: s.name)
 
 
 def registry_from(args: argparse.Namespace) -> Any:

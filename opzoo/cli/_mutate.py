@@ -10,13 +10,19 @@ import time
 from typing import Any
 
 from opzoo._records import json_safe
-from opzoo.cli._common import EXIT_FAILED, EXIT_OK, check_run_limits, json_stream, registry_from
+from opzoo.cli._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    json_stream,
+    registry_from,
+    run_option_flags,
+    run_options,
+    specs_from,
+)
 from opzoo.exceptions import ConfigError
 from opzoo.testing.mutation._mutants import parse_mutants
 from opzoo.testing.mutation._mutants import summaries as mutant_summaries
-from opzoo.testing.properties import parse_properties
-from opzoo.testing.running._profiles import HELP as PROFILES_HELP
-from opzoo.testing.running._profiles import PROFILES
+from opzoo.testing.running._options import MUTATE
 
 
 def add_mutate(sub: Any) -> argparse.ArgumentParser:
@@ -48,30 +54,7 @@ def add_mutate(sub: Any) -> argparse.ArgumentParser:
         metavar="MUTANT",
         help="only these mutants (repeatable or comma-separated)",
     )
-    p.add_argument(
-        "--property",
-        "-p",
-        action="append",
-        metavar="PROP",
-        help="run only these properties on the mutants (repeatable or comma-separated)",
-    )
-    profiles = PROFILES_HELP.split(" (default:")[0]
-    p.add_argument("--profile", choices=PROFILES, default="ci", help=f"{profiles} (default: ci)")
-    p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples per property")
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="wall-clock limit per property of a mutant (default 60)",
-    )
-    p.add_argument(
-        "--jobs",
-        "-j",
-        type=int,
-        metavar="N",
-        help="worker processes (default: one per usable CPU on Linux, else 1)",
-    )
+    run_option_flags(p, MUTATE)
     p.add_argument(
         "--min-score",
         metavar="SCORE",
@@ -82,10 +65,9 @@ def add_mutate(sub: Any) -> argparse.ArgumentParser:
 
 
 def run_mutate(args: argparse.Namespace) -> int:
-    check_run_limits(args)  # opzoo check's limits: a week, 100,000 examples
+    options = run_options(args, MUTATE)  # opzoo check's limits: a week, 100,000 examples
     try:
         mutants = parse_mutants(args.mutant)
-        props = parse_properties(args.property)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     minimum = None
@@ -98,15 +80,11 @@ def run_mutate(args: argparse.Namespace) -> int:
             raise ConfigError(f"--min-score: {exc}") from None
     reg = registry_from(args)
     from opzoo.testing.mutation._mutate import Score, mutate
+    from opzoo.testing.running._hooks import RunHooks
     from opzoo.testing.running._parallel import default_jobs
     from opzoo.testing.running._signals import insistent_interrupt
 
-    if args.names:
-        from opzoo.core._registry import lookup
-
-        specs = [lookup(reg, n) for n in dict.fromkeys(args.names)]
-    else:
-        specs = sorted(reg.load_all(), key=lambda s: s.name)
+    specs = specs_from(reg, args.names)
     verdicts: list[Any] = []
     began = time.perf_counter()
     try:
@@ -114,12 +92,12 @@ def run_mutate(args: argparse.Namespace) -> int:
             mutate(
                 specs,
                 mutants,
-                props=props,
-                jobs=args.jobs or default_jobs(),
-                profile=args.profile,
-                examples=args.examples,
-                registry=reg,
-                timeout=args.timeout,
+                props=options.properties,
+                jobs=options.jobs or default_jobs(),
+                profile=options.profile,
+                examples=options.examples,
+                registry=RunHooks(reg),
+                timeout=options.timeout,
                 started=lambda spec: print(
                     f"mutating {spec.name.split('~')[0]} ...", file=sys.stderr, flush=True
                 ),
@@ -151,25 +129,22 @@ def _report(
     scores = {op: Score.of(v for v in verdicts if v.op == op) for op in ops}
     total = Score.of(verdicts)
     if args.json:
-        print(
-            json.dumps(
-                json_safe(
-                    {
-                        "verdicts": [v.to_dict() for v in verdicts],
-                        "ops": {op: s.to_dict() for op, s in scores.items()},
-                        "total": total.to_dict(),
-                        "min_score": minimum,
-                        "seconds": wall,
-                        "interrupted": interrupted,
-                    }
-                ),
-                indent=2,
-            ),
-            file=json_stream(args),
-        )
-        return
-    if not verdicts:
-        return
+        report = {
+            "verdicts": [v.to_dict() for v in verdicts],
+            "ops": {op: s.to_dict() for op, s in scores.items()},
+            "total": total.to_dict(),
+            "min_score": minimum,
+            "seconds": wall,
+            "interrupted": interrupted,
+        }
+        print(json.dumps(json_safe(report), indent=2), file=json_stream(args))
+    elif verdicts:
+        _print_verdicts(verdicts, scores)
+        print(_score_line(total, len(ops), wall, minimum) + (" before the interrupt" if interrupted else ""))
+
+
+def _print_verdicts(verdicts: list[Any], scores: dict[str, Any]) -> None:
+    """The table of verdicts, each op's score, each survivor and each control that failed."""
     from opzoo._table import text_table
 
     rows = [
@@ -190,16 +165,19 @@ def _report(
     for v in verdicts:
         if v.status == "control failed":
             print(f"control failed: {v.op}: {v.why()}")
+
+
+def _score_line(total: Any, ops: int, wall: float, minimum: float | None) -> str:
     blind = total.survived - total.explained
     counted = total.killed + total.survived
     line = (
         f"\nscore: {total.killed} of {counted} mutant(s) killed ({_percent(total.rate)}), "
         f"{total.survived} survived ({total.explained} explained, {blind} blind spot(s)), "
-        f"{total.not_applicable} not applicable; {len(ops)} op(s) in {wall:.1f} s"
+        f"{total.not_applicable} not applicable; {ops} op(s) in {wall:.1f} s"
     )
     if minimum is not None:
         line += f"; minimum {_percent(minimum)}"
-    print(line + (" before the interrupt" if interrupted else ""))
+    return line
 
 
 def _percent(rate: float | None) -> str:

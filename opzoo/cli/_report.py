@@ -7,11 +7,8 @@ import sys
 import textwrap
 from typing import Any
 
-from opzoo.cli._common import EXIT_FAILED, EXIT_OK, check_run_limits, registry_from
-from opzoo.exceptions import ConfigError
-from opzoo.testing.properties import parse_properties
-from opzoo.testing.running._profiles import HELP as PROFILES_HELP
-from opzoo.testing.running._profiles import PROFILES
+from opzoo.cli._common import EXIT_FAILED, EXIT_OK, registry_from, run_option_flags, run_options, specs_from
+from opzoo.testing.running._options import REPORT
 
 
 def add_report(sub: Any) -> argparse.ArgumentParser:
@@ -31,60 +28,35 @@ def add_report(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--html", required=True, metavar="FILE", help="where to write the report (replaced atomically)"
     )
-    p.add_argument(
-        "--property",
-        "-p",
-        action="append",
-        metavar="PROP",
-        help="run only these properties (repeatable or comma-separated; default: all)",
-    )
-    p.add_argument("--examples", type=int, metavar="N", help="hypothesis examples per property")
-    p.add_argument(
-        "--profile",
-        choices=PROFILES,
-        default="ci",
-        help=PROFILES_HELP.replace(
-            " (default: ci when $CI is set, else dev)", " (default: ci: a report is a record)"
-        ),
-    )
-    p.add_argument(
-        "--timeout", type=float, default=60.0, metavar="SECONDS", help="limit per property of an op"
-    )
-    p.add_argument(
-        "--jobs", "-j", type=int, metavar="N", help="worker processes (default: one per usable CPU)"
-    )
+    run_option_flags(p, REPORT)
     p.add_argument("--mutate", action="store_true", help="add the mutation score of the ops (opzoo mutate)")
     return p
 
 
 def run_report(args: argparse.Namespace) -> int:
-    check_run_limits(args)  # the same limits as opzoo check's
+    options = run_options(args, REPORT)  # the same limits as opzoo check's
     from opzoo import _files
 
     # a destination opzoo would not replace is refused before minutes of checks, not after
     _files.check_destination("report", args.html)
-    try:
-        props = parse_properties(args.property)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
     from opzoo.report import _report
 
     _report.pyplot()  # a missing matplotlib is said before anything runs
     reg = registry_from(args)
-    from opzoo.core._registry import lookup
+    from opzoo.testing.running._hooks import RunHooks
     from opzoo.testing.running._parallel import default_jobs
     from opzoo.testing.running._signals import insistent_interrupt
 
-    specs = [lookup(reg, n) for n in dict.fromkeys(args.names)]
+    specs = specs_from(reg, args.names)
     with insistent_interrupt():
         report = _report.build(
             specs,
-            props=props,
-            profile=args.profile,
-            examples=args.examples,
-            jobs=args.jobs or default_jobs(),
-            registry=reg,
-            timeout=args.timeout,
+            props=options.properties,
+            profile=options.profile,
+            examples=options.examples,
+            jobs=options.jobs or default_jobs(),
+            registry=RunHooks(reg),
+            timeout=options.timeout,
             mutation=args.mutate,
             started=lambda spec: print(f"checking {spec.name} ...", file=sys.stderr, flush=True),
         )

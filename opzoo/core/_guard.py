@@ -96,7 +96,7 @@ def _child(ref: str, call: str | None, read: int, write: int, parent: int) -> No
         sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115
         import torch  # noqa: F401  (not the plugin's time: the limit starts once it is loaded)
 
-        from opzoo.core._registry import import_path
+        from opzoo.core._spec import import_path
 
         os.write(write, _READY)
         before = TorchState.now()

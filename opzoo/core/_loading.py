@@ -1,25 +1,28 @@
 """The one place that loads plugins: entry points and pluggy hooks -> a validated Registry.
 
-Every failure of a plugin (an import that raises, a hook that raises, a name offered twice, an
-invalid contract) is recorded on the registry with its distribution, entry point and reason. Only
-strict mode turns a failure into an error. A plugin's import that would end or hang the process, or
-change torch's global state, is kept out (opzoo/core/_guard.py) and recorded the same way.
+Every failure of a plugin while it loads (an import that raises, a hook that raises, a name offered
+twice, an invalid contract) is recorded on the registry with its distribution, entry point and
+reason. Only strict mode turns a failure into an error. A plugin's import that would end or hang
+the process, or change torch's global state, is kept out (opzoo/core/_guard.py) and recorded the
+same way.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import pluggy
 
 from opzoo import hookspecs
 from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist
 from opzoo.core._guard import Guard, guarded_call
-from opzoo.core._registry import Registry, import_path
+from opzoo.core._plugins import Plugins
+from opzoo.core._registry import Registry
+from opzoo.core._spec import import_path
 from opzoo.exceptions import PluginError, one_line
 
 OPS_GROUP = "opzoo.ops"
@@ -32,7 +35,7 @@ ENV_STRICT = "OPZOO_STRICT"
 
 
 @dataclass(frozen=True)
-class Declared:
+class EntryPoint:
     """One entry point as found in installed metadata (or made up by a test)."""
 
     group: str
@@ -45,56 +48,13 @@ class Declared:
         return Source(self.dist, self.version, f"{self.group}: {self.name} = {self.value}", via)
 
 
-@dataclass
-class Plugins:
-    """The pluggy plugins of one registry. Each hook is called plugin by plugin, so that one that
-    raises or returns junk is recorded as that plugin's failure and harms no other."""
-
-    pm: pluggy.PluginManager
-    sources: dict[str, Source] = field(default_factory=dict)  # pluggy name -> where it came from
-
-    def source(self, plugin_name: str) -> Source:
-        return self.sources.get(plugin_name, Source(entry_point=plugin_name, via="hook"))
-
-    def each(self, hook: str) -> list[Any]:
-        """The implementations of ``hook``, in the order pluggy would call them."""
-        return list(reversed(getattr(self.pm.hook, hook).get_hookimpls()))
-
-    def first(
-        self,
-        hook: str,
-        record: Callable[[Failure], None],
-        accept: Callable[[Any], bool] | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """Call ``hook``'s implementations in turn; return the first non-None result, as pluggy's
-        ``firstresult`` does, passing over (and recording) any that raise or return what
-        ``accept`` refuses."""
-        what = kwargs.get("spec")
-        about = f" for op {what.name!r}" if getattr(what, "name", None) else ""
-        for impl in self.each(hook):
-            source = self.source(impl.plugin_name)
-            try:
-                result = impl.function(**{k: kwargs[k] for k in impl.argnames})
-            except PLUGIN_ERRORS as exc:  # a plugin's hook may raise anything; isolate it
-                record(Failure(source, f"hook {hook} raised{about}: {one_line(exc)}"))
-                continue
-            if result is None:
-                continue
-            if accept is not None and not accept(result):
-                record(Failure(source, f"hook {hook} returned a {type(result).__name__}{about}"))
-                continue
-            return result
-        return None
-
-
-def installed() -> list[Declared]:
+def installed() -> list[EntryPoint]:
     """Return opzoo's entry points from installed distributions, without importing any of them."""
-    found: dict[tuple[str, str, str | None], Declared] = {}
+    found: dict[tuple[str, str, str | None], EntryPoint] = {}
     for group in (OPS_GROUP, HOOKS_GROUP):
         for ep in metadata.entry_points(group=group):
             dist = getattr(ep, "dist", None)
-            d = Declared(group, ep.name, ep.value, dist and dist.name, dist and dist.version)
+            d = EntryPoint(group, ep.name, ep.value, dist and dist.name, dist and dist.version)
             # A distribution visible twice on sys.path (e.g. editable and site) is one source.
             found.setdefault((group, ep.name, d.dist and canonical_dist(d.dist)), d)
     return list(found.values())
@@ -109,13 +69,13 @@ def _block_key(text: str) -> str:
     return f"{canonical_dist(dist)}:{name.lower()}" if sep else canonical_dist(name)
 
 
-def _is_blocked(d: Declared, blocked: set[str]) -> bool:
+def _is_blocked(d: EntryPoint, blocked: set[str]) -> bool:
     dist = canonical_dist(d.dist or "")
     return bool(blocked & {canonical_dist(d.name), dist, f"{dist}:{d.name.lower()}"})
 
 
 def load(
-    declared: Iterable[Declared] | None = None,
+    declared: Iterable[EntryPoint] | None = None,
     *,
     autoload: bool | None = None,
     block: Iterable[str] = (),
@@ -137,12 +97,12 @@ def load(
     names = [*os.environ.get(ENV_BLOCK, "").split(","), *block]
     blocked = {_block_key(b) for b in names if b.strip()}
 
-    registry = Registry()
-    # Installed plugins are tried in a child process first; made-up entry points (tests) are not.
-    registry.guard = Guard.from_env(probe=declared is None)
     pm = pluggy.PluginManager("opzoo")
     pm.add_hookspecs(hookspecs)
-    plugins = registry.plugins = Plugins(pm)
+    plugins = Plugins(pm)
+    # Installed plugins are tried in a child process first; made-up entry points (tests) are not.
+    guard = Guard.from_env(probe=declared is None)
+    registry = Registry(plugins=plugins, guard=guard)
 
     entries = installed() if declared is None else list(declared)
     for d in entries:
@@ -152,7 +112,7 @@ def load(
         if d.group == OPS_GROUP:
             registry.offer(d.name, d.value, d.source("entry point"))
         elif d.group == HOOKS_GROUP:
-            _register_hook_plugin(plugins, registry, d)
+            _register_hook_plugin(plugins, registry, guard, d)
 
     _collect_hook_ops(plugins, registry)
     if strict:
@@ -163,10 +123,9 @@ def load(
     return registry
 
 
-def _register_hook_plugin(plugins: Plugins, registry: Registry, d: Declared) -> None:
+def _register_hook_plugin(plugins: Plugins, registry: Registry, guard: Guard, d: EntryPoint) -> None:
     pm, source = plugins.pm, d.source("hook")
     name = f"{d.dist or 'local'}:{d.name}"
-    guard: Guard = registry.guard
     refused = guard.refusal(d.value, source, call="opzoo_ops")
     if refused is not None:
         registry.record(Failure(source, refused))
@@ -182,7 +141,7 @@ def _register_hook_plugin(plugins: Plugins, registry: Registry, d: Declared) -> 
     finally:
         took = time.perf_counter() - began
         if took > SLOW_IMPORT:
-            registry._slow.append(f"importing {source} ({source.entry_point}) took {took:.1f} s")
+            plugins.slow.append(f"importing {source} ({source.entry_point}) took {took:.1f} s")
     # pluggy defers unknown hook names to check_pending(), which fails for all plugins at once.
     unknown = [
         impl.function.__name__

@@ -1,32 +1,40 @@
-"""OpSpec (a resolved op and its contract) and the Registry that maps names to ops.
+"""The Registry: names mapped to ops, and ``lookup``, an op by name or import path.
 
 The registry holds *offers*: a name, where it came from, and either the op itself or an import path.
 Import paths are resolved, validated and cached on first use, so listing names imports no plugin.
+Once :func:`opzoo.load` returns, a registry changes only as it resolves an op on first use (its
+spec, or its failure) and as ``register`` and ``unregister`` add ops in-process: its plugins and
+guard are given when it is made, and what a run of the checks asks of the plugins stays with the
+run (``opzoo/testing/running/_hooks.py``).
+
+What an op is lives beside it: ``OpSpec`` and ``spec_of`` in ``_spec``, ``declare`` in ``_declare``;
+they are named here too, as the registry's users have always imported them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import inspect
 import re
-import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator
 
 from opzoo._records import PLUGIN_ERRORS, SLOW_IMPORT, Failure, Source, canonical_dist
-from opzoo.core._arguments import PARAM, TENSOR, Arguments, arguments
-from opzoo.core._contract import Contract, contract_of, summary_of, validate
+from opzoo.core._contract import Contract
+from opzoo.core._declare import Declared, declare
+from opzoo.core._spec import OpSpec, import_path, make_spec, spec_of
 from opzoo.exceptions import (
     ConfigError,
-    ContractError,
     DuplicateOpError,
     OpNotFoundError,
     OpZooError,
     PluginError,
     one_line,
 )
+
+if TYPE_CHECKING:
+    from opzoo.core._guard import Guard
+    from opzoo.core._plugins import Plugins
 
 __all__ = [
     "Declared",
@@ -43,199 +51,6 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_.\-]*$")
-
-
-@dataclass(frozen=True)
-class Declared:
-    """A class with the contract declared for it from outside (:func:`declare`): the class itself
-    is left as it is. An entry point may name this object as it would name the class."""
-
-    target: type
-    contract: Contract
-
-    def __repr__(self) -> str:
-        return f"declare({self.target.__module__}.{self.target.__qualname__})"
-
-
-def declare(target: type, contract: Contract | None = None, **fields: Any) -> Declared:
-    """Declare ``target`` (an existing Function or learnable Module, from any package) as an op with
-    ``contract``, or with a Contract built from ``fields``; the class is not modified.
-
-    ``sparsemax = opzoo.declare(entmax.SparsemaxFunction, signature="(n)->(n)", params={"dim":
-    opzoo.Dim(), "k": opzoo.Param(None, 1, 4)})``, then name ``sparsemax`` in an entry point, or pass
-    it to ``opzoo.register``. The contract is validated when the op is first resolved.
-    """
-    if isinstance(target, Declared):
-        target = target.target
-    if contract is not None and fields:
-        raise ContractError(f"declare() takes a contract or its fields, not both (got {sorted(fields)})")
-    if contract is None:
-        try:
-            contract = Contract(**fields)
-        except TypeError as exc:  # an unknown field
-            raise ContractError(f"declare(): {exc}") from None
-    if not isinstance(contract, Contract):
-        raise ContractError(f"declare() takes an opzoo.Contract, got {type(contract).__name__}")
-    return Declared(target, contract)
-
-
-@dataclass(frozen=True)
-class OpSpec:
-    """A resolved op: the class, its kind, its validated contract and its source."""
-
-    name: str
-    target: type
-    kind: str  # "function" (an autograd.Function) or "module" (an nn.Module, maybe learnable)
-    contract: Contract
-    source: Source
-    summary: str = ""
-    #: How the forward takes its tensors and params (None for a learnable Module: its params go to
-    #: its constructor).
-    arguments: Arguments | None = None
-
-    @property
-    def module(self) -> str:
-        return f"{self.target.__module__}:{self.target.__qualname__}"
-
-    @property
-    def params(self) -> Mapping[str, Any]:
-        return self.contract.params
-
-    def bound(self, **params: Any) -> Callable[..., Any]:
-        """Return the op with validated parameters fixed (defaults for those not given).
-
-        Call the result on the op's tensor inputs. A Function gives a plain callable; a learnable
-        Module gives a fresh instance of itself, an ``nn.Module`` holding its parameters. This is
-        the one place that tells the two kinds apart.
-        """
-        values = self.contract.bind(params)
-        if self.kind == "module":
-            return self.target(**values)
-        apply, plan = self.target.apply, self.arguments
-        assert plan is not None
-        if (
-            plan.slots
-            == tuple((TENSOR, i) for i in range(len(plan.names))) + tuple((PARAM, k) for k in values)
-            and not plan.tensor_params
-        ):
-            args = tuple(values.values())  # the usual order: the call costs nothing more
-
-            def op(*tensors: Any) -> Any:
-                return apply(*tensors, *args)
-
-        else:
-
-            def op(*tensors: Any) -> Any:
-                return apply(*plan(tensors, values))
-
-        op.__name__ = op.__qualname__ = self.name
-        return op
-
-    def apply(self, *tensors: Any, **params: Any) -> Any:
-        """Apply the op to its tensor inputs, with validated parameters."""
-        return self.bound(**params)(*tensors)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready description (used by ``opzoo info --json``)."""
-        c = self.contract
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "signature": c.signature,
-            "summary": self.summary,
-            "dist": self.source.dist,
-            "version": self.source.version,
-            "module": self.module,
-            "entry_point": self.source.entry_point,
-            "via": self.source.via,
-            "domain": [c.domain[0], c.domain[1]],
-            "kinks": {str(k): v for k, v in c.kinks_at().items()},
-            "params": {
-                n: {"default": p.default, "low": p.low, "high": p.high, "doc": p.doc}
-                for n, p in c.params.items()
-            },
-            "reference": _describe(c.reference),
-            "surrogate": _describe(c.surrogate),
-            "double_backward": c.double_backward,
-            "dtypes": list(c.dtypes),
-            "formula": c.formula,
-            "derivative": c.derivative,
-        }
-
-
-def _describe(obj: Any) -> str | None:
-    if obj is None:
-        return None
-    name = getattr(obj, "__name__", None) or repr(obj)
-    for public in ("torch", "torch.nn.functional", "torch.special"):
-        module = sys.modules.get(public)
-        if module is not None and getattr(module, name, None) is obj:
-            return f"{public}.{name}"
-    mod = getattr(obj, "__module__", None) or ""
-    qual = getattr(obj, "__qualname__", name)
-    return f"{mod}.{qual}" if mod else qual
-
-
-def make_spec(name: str, target: Any, source: Source) -> OpSpec:
-    """Validate ``target`` as an op and return its spec; raise ContractError on what is wrong."""
-    import torch
-
-    declared = None
-    if isinstance(target, Declared):
-        target, declared = target.target, target.contract
-    if not inspect.isclass(target):
-        raise ContractError(f"{target!r} is not a class (expected a torch.autograd.Function subclass)")
-    if issubclass(target, torch.autograd.Function):
-        kind = "function"
-        if target.forward is torch.autograd.Function.forward:
-            raise ContractError(f"{target.__qualname__} does not define forward")
-        if target.backward is torch.autograd.Function.backward and getattr(target, "vjp", None) is getattr(
-            torch.autograd.Function, "vjp", None
-        ):
-            raise ContractError(f"{target.__qualname__} does not define backward")
-        forward = target.forward
-    elif issubclass(target, torch.nn.Module):
-        kind = "module"
-        forward = None
-    else:
-        raise ContractError(
-            f"{target.__module__}.{target.__qualname__} is not a torch.autograd.Function "
-            "or torch.nn.Module subclass"
-        )
-    contract = declared if declared is not None else contract_of(target)
-    validate(contract)
-    plan = None
-    if forward is not None:
-        # The classic form, forward(ctx, ...), is the one that does not define setup_context.
-        ctx = target.setup_context is torch.autograd.Function.setup_context
-        plan = arguments(contract, forward, ctx=ctx)
-    if kind == "module" and contract.surrogate is not None:
-        raise ContractError(
-            "a surrogate applies to Functions only: a learnable Module's backward is autograd's, the "
-            "derivative of its forward"
-        )
-    if kind == "module" and (contract.inputs or contract.axis):
-        raise ContractError("a learnable Module takes float tensors only, along their last dimensions")
-    return OpSpec(name, target, kind, contract, source, summary_of(target, contract), plan)
-
-
-def spec_of(target: Any, contract: Contract | None = None, *, name: str | None = None) -> OpSpec:
-    """An op's spec made directly, registered nowhere: ``target`` a Function or learnable Module
-    class, what :func:`declare` returned, or its import path ``"package.module:Class"`` (which
-    ``opzoo check`` and ``pytest --opzoo`` accept in place of a name). ``contract`` declares one
-    as :func:`declare` does; ``name`` defaults to the path, or the class's name."""
-    via, path = "register", None
-    if isinstance(target, str):
-        path = target.strip()
-        if ":" not in path:
-            raise ContractError(f"an import path is 'package.module:Class', got {target!r}")
-        target, via = import_path(path), "path"
-    offered = declare(target, contract) if contract is not None else target
-    inner = offered.target if isinstance(offered, Declared) else offered
-    if path is None:
-        path = f"{getattr(inner, '__module__', '?')}:{getattr(inner, '__qualname__', repr(inner))}"
-    shown = name or (path if via == "path" else getattr(inner, "__name__", path).lower())
-    return make_spec(shown, offered, Source(entry_point=path, via=via))
 
 
 _PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -258,15 +73,6 @@ def lookup(registry: Registry, name: str) -> OpSpec:
         raise ConfigError(f"cannot import {name.strip()!r}: {one_line(exc, with_type=True)}") from None
 
 
-def import_path(path: str) -> Any:
-    """Import ``"module:attr.path"`` and return the attribute."""
-    module_name, _, attr = path.partition(":")
-    obj: Any = importlib.import_module(module_name.strip())
-    for part in filter(None, attr.strip().split(".")):
-        obj = getattr(obj, part)
-    return obj
-
-
 @dataclass
 class _Offer:
     name: str
@@ -275,7 +81,7 @@ class _Offer:
     spec: OpSpec | None = None
     failure: Failure | None = None
     seconds: float = 0.0  # how long resolving (importing) took
-    guard: Any = None  # an opzoo.core._guard.Guard: a plugin's first import in a child, its effects watched
+    guard: Guard | None = None  # a plugin's first import in a child, its effects watched
 
     def resolve(self) -> OpSpec:
         if self.spec is not None:
@@ -303,18 +109,18 @@ class _Offer:
         return self.spec
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Registry:
-    """Maps case-insensitive names to ops. Build one with :func:`opzoo.load`, or empty for tests."""
+    """Maps case-insensitive names to ops. Build one with :func:`opzoo.load`, or empty for tests.
 
+    ``plugins``: the pluggy plugins it was loaded with (None: none, as in tests); ``guard``: what
+    watches plugins' imports (None: imported as they are). Both are given when it is made.
+    """
+
+    plugins: Plugins | None = None
+    guard: Guard | None = None
     _offers: dict[str, list[_Offer]] = field(default_factory=dict)
     _failures: list[Failure] = field(default_factory=list)
-    #: The pluggy plugins (:class:`opzoo.core._loading.Plugins`), when loaded with any; None for tests.
-    plugins: Any = None
-    _strategies: dict[tuple[str, str], Any] = field(default_factory=dict)
-    _slow: list[str] = field(default_factory=list)  # hook plugins that were slow to import
-    #: A core._guard.Guard for plugins' imports (set by core._loading.load); None: imported as is.
-    guard: Any = None
 
     # -- adding -----------------------------------------------------------------------------
 
@@ -423,23 +229,6 @@ class Registry:
             raise DuplicateOpError(base, [o.source.qualifier for o in offers])
         return offers[0]
 
-    def input_strategy(self, spec: OpSpec, dtype: Any, accept: Callable[[Any], bool] | None = None) -> Any:
-        """Return a plugin's input strategy for ``spec`` in ``dtype``, or None for the default.
-
-        Asked once per op and dtype, then cached. A plugin whose hook raises, or returns something
-        ``accept`` refuses, is recorded as that plugin's failure and passed over, so it cannot fail
-        the checks of another plugin's op.
-        """
-        key = (spec.name, str(dtype))
-        if key not in self._strategies:
-            found = None
-            if self.plugins is not None:
-                found = self.plugins.first(
-                    "opzoo_input_strategy", self.record, accept, spec=spec, dtype=dtype
-                )
-            self._strategies[key] = found
-        return self._strategies[key]
-
     # -- loading everything -----------------------------------------------------------------
 
     def load_all(self) -> list[OpSpec]:
@@ -461,7 +250,8 @@ class Registry:
             for o in offers
             if o.seconds > threshold
         ]
-        return lines + [line for line in self._slow if line not in lines]
+        hooks = self.plugins.slow if self.plugins is not None else []
+        return lines + [line for line in hooks if line not in lines]
 
     def failures(self) -> list[Failure]:
         """Return every failure seen so far (loading, validation, duplicates)."""

@@ -75,22 +75,13 @@ def build(
     draw them: the report, not yet written anywhere."""
     plt = pyplot()  # before any check runs: a missing matplotlib is said at once
     from opzoo.testing.properties import PROPERTIES
+    from opzoo.testing.running._options import RunOptions
     from opzoo.testing.running._parallel import check_all
 
     props = list(props or PROPERTIES)
     results: list[Any] = []
-    check_all(
-        specs,
-        props,
-        devices=("cpu",),
-        jobs=jobs,
-        into=results,
-        started=started,
-        profile=profile,
-        examples=examples,
-        registry=registry,
-        timeout=timeout,
-    )
+    options = RunOptions(props, profile, examples, device="cpu", timeout=timeout, jobs=jobs)
+    check_all(specs, options, registry=registry, into=results, started=started)
     parts = [_head(specs, profile), _verdicts(results, props)]
     plots = 0
     for spec in specs:

@@ -13,7 +13,7 @@ from typing import Any
 from opzoo.testing.running._profiles import PROFILES as PROFILES
 
 _WHERE = {
-    "Result": "running._runner",
+    "Result": "running._result",
     "check": "running._runner",
     "check_property": "running._runner",
     "replay": "running._runner",

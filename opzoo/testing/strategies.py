@@ -1,7 +1,9 @@
 """Hypothesis strategies for op inputs and parameters, following an op's contract.
 
 Public: an op author can reuse them in their own tests, and a plugin can return one from the
-``opzoo_input_strategy`` hook.
+``opzoo_input_strategy`` hook. The inputs every check sees besides the drawn ones (``fixed_inputs``,
+``edge_inputs``) and where inputs may lie (``domain_box``, ``KINK_MARGIN``, ...) live in
+``opzoo.testing._edges`` and ``opzoo.testing._domain``, and are importable from here too.
 """
 
 from __future__ import annotations
@@ -16,16 +18,40 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from opzoo.core._params import Index, Mask
-from opzoo.core._registry import OpSpec, Registry
+from opzoo.core._spec import OpSpec
+from opzoo.testing._domain import (
+    BOX,
+    KINK_MARGIN,
+    MAX_RANK,
+    domain_box,
+    index_ends,
+    min_sizes,
+    push_from_kinks,
+)
+from opzoo.testing._edges import EDGE_SIZE, edge_inputs, fixed_inputs
+from opzoo.testing.running._hooks import Asked, hooks_of
 
-#: Values are kept at least this far from every declared kink and open domain end.
-KINK_MARGIN = 1e-3
-#: Where the domain is unbounded, inputs are drawn from this box (activations are interesting here).
-BOX = 6.0
-#: The large edge input has this many elements: fast paths that switch on size are exercised too.
-EDGE_SIZE = 100_000
-#: Drawn inputs have up to this many dimensions (a bug in rank handling shows by 5).
-MAX_RANK = 5
+__all__ = [
+    "BOX",
+    "BUDGET",
+    "EDGE_SIZE",
+    "KINK_MARGIN",
+    "MAX_RANK",
+    "SCALES",
+    "cases",
+    "domain_box",
+    "edge_inputs",
+    "fixed_inputs",
+    "inputs",
+    "min_sizes",
+    "params",
+    "plugin_strategy",
+    "push_from_kinks",
+    "shapes",
+    "signature_inputs",
+    "tensors",
+]
+
 #: Elements per drawn input of an op that is not elementwise, at most (the checks of such an op
 #: cost more per element).
 BUDGET = 96
@@ -64,39 +90,6 @@ def _within(sides: list[int], budget: int, keep: int = 0) -> list[int]:
         if math.prod(out) <= budget:
             break
         out[k] = min(out[k], 1)
-    return out
-
-
-def domain_box(domain: tuple[float, float], margin: float) -> tuple[float, float]:
-    """The interval inputs are drawn from: the domain less ``margin`` at open ends, else [-BOX, BOX]."""
-    low, high = domain
-    lo = low + max(margin, abs(low) * 1e-6) if math.isfinite(low) else -BOX
-    hi = high - max(margin, abs(high) * 1e-6) if math.isfinite(high) else BOX
-    if math.isfinite(low) and not math.isfinite(high):
-        hi = max(lo + BOX, hi)
-    if math.isfinite(high) and not math.isfinite(low):
-        lo = min(hi - BOX, lo)
-    return lo, hi
-
-
-def push_from_kinks(
-    values: torch.Tensor, kinks: Iterable[float], margin: float, bounds: tuple[float, float]
-) -> torch.Tensor:
-    """Move values that lie within ``margin`` of a kink out to the margin's edge (no filtering,
-    so hypothesis shrinks freely); the side is chosen to stay inside ``bounds``."""
-    out = values.clone()
-    lo, hi = bounds
-    for k in kinks:
-        near = (out - k).abs() < margin
-        if near.any():
-            up, down = k + margin, k - margin
-            if up > hi:
-                out[near] = down
-            elif down < lo:
-                out[near] = up
-            else:
-                sel = out[near]
-                out[near] = torch.where(sel >= k, torch.full_like(sel, up), torch.full_like(sel, down))
     return out
 
 
@@ -184,17 +177,6 @@ def params(spec: OpSpec) -> st.SearchStrategy[dict[str, Any]]:
             drawn = st.floats(lo, hi, allow_nan=False)
         fields[name] = st.one_of(st.just(p.default), drawn)
     return st.fixed_dictionaries(fields)
-
-
-def min_sizes(spec: OpSpec) -> dict[str, int]:
-    """The smallest size of each named core dimension: as declared, and at least one more than an
-    :class:`~opzoo.Index`'s low end where its high end is that dimension (``[0, c)`` needs c >= 1)."""
-    out = dict(spec.contract.min_sizes)
-    for kind in spec.contract.inputs.values():
-        if isinstance(kind, Index) and isinstance(kind.high, str):
-            low = kind.low if isinstance(kind.low, int) else 0
-            out[kind.high] = max(out.get(kind.high, 0), low + 1)
-    return out
 
 
 def signature_inputs(
@@ -289,7 +271,7 @@ def _constant(
         elements: st.SearchStrategy[Any] = st.booleans()
         np_dtype: Any = np.bool_
     else:
-        low, high = _ends(kind, dims)
+        low, high = index_ends(kind, dims)
         elements, np_dtype = st.integers(low, max(low, high - 1)), np.int64
     dtype = getattr(torch, kind.dtype)
     if math.prod(shape) == 0:
@@ -301,22 +283,17 @@ def _constant(
     )
 
 
-def _ends(kind: Index, dims: Mapping[str, int]) -> tuple[int, int]:
-    low = dims[kind.low] if isinstance(kind.low, str) else kind.low
-    high = dims[kind.high] if isinstance(kind.high, str) else kind.high
-    return int(low), int(high)
-
-
 def inputs(
     spec: OpSpec,
     params_value: Mapping[str, Any],
     *,
     dtype: torch.dtype = torch.float64,
     device: str | torch.device = "cpu",
-    registry: Registry | None = None,
+    registry: Asked = None,
 ) -> st.SearchStrategy[tuple[torch.Tensor, ...]]:
     """Inputs for ``spec`` at ``params_value``, one tensor per signature input: a plugin's strategy
-    if one offers it (asked through ``registry``), else tensors that fit the signature (inside the
+    if one offers it (asked through ``registry``: a Registry, or a run's ``RunHooks``, which keeps
+    what the hooks answered and which failed), else tensors that fit the signature (inside the
     domain and off the declared kinks, for an elementwise op)."""
     custom = plugin_strategy(spec, dtype, registry)
     if custom is not None:
@@ -339,22 +316,23 @@ def _as_inputs(drawn: Any, dtype: torch.dtype, device: str | torch.device) -> tu
     return tuple(t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device) for t in items)
 
 
-def plugin_strategy(
-    spec: OpSpec, dtype: torch.dtype, registry: Registry | None
-) -> st.SearchStrategy[Any] | None:
-    """The strategy a plugin's ``opzoo_input_strategy`` offers for ``spec``, or None."""
+def plugin_strategy(spec: OpSpec, dtype: torch.dtype, registry: Asked) -> st.SearchStrategy[Any] | None:
+    """The strategy a plugin's ``opzoo_input_strategy`` offers for ``spec``, or None. A hook that
+    fails is recorded in ``registry`` if it is a run's ``RunHooks``; asked through a Registry, the
+    failure is passed over."""
     if registry is None:
         return None
-    return registry.input_strategy(spec, dtype, accept=lambda s: isinstance(s, st.SearchStrategy))
+    return hooks_of(registry).input_strategy(spec, dtype, accept=lambda s: isinstance(s, st.SearchStrategy))
 
 
 def cases(
-    spec: OpSpec, *, device: str = "cpu", registry: Registry | None = None
+    spec: OpSpec, *, device: str = "cpu", registry: Asked = None
 ) -> st.SearchStrategy[tuple[dict[str, Any], tuple[torch.Tensor, ...]]]:
     """(params, inputs) pairs for ``spec``, one input per signature input (float64, or an integer or
     bool tensor where declared): params first, since kinks may depend on them; the Dim parameter
-    last, anywhere from -rank to rank - 1 of the inputs drawn."""
-
+    last, anywhere from -rank to rank - 1 of the inputs drawn. ``registry``: as for :func:`inputs`."""
+    if registry is not None:
+        registry = hooks_of(registry)  # one run: each plugin asked once, not once per set of kinks
     memo: dict[tuple[float, ...], st.SearchStrategy[tuple[torch.Tensor, ...]]] = {}
 
     def inputs_at(p: dict[str, Any]) -> st.SearchStrategy[tuple[torch.Tensor, ...]]:
@@ -383,143 +361,3 @@ def _cases(
         rank = xs[cored].dim()
         p = {**p, axis: draw(st.integers(-rank, rank - 1))}
     return p, xs
-
-
-# -- inputs every check sees, whatever hypothesis draws --------------------------------------------
-
-
-def fixed_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
-    """Small deterministic inputs: for an elementwise op spread over the domain and pushed off the
-    kinks; otherwise shaped by the signature, each dimension name a different small size (at least
-    its declared minimum), with a loop dimension where the op takes one."""
-    sig = spec.contract.sig
-    if not sig.elementwise:
-        names = sorted({d for core in sig.inputs for d in core if not d.isdigit()})
-        mins = min_sizes(spec)
-        loops = [((), 2), ((2,), 3)] if _max_loop(spec) else [((), 2), ((), 3)]
-        out = []
-        for loop, base in loops:
-            dims = {d: max(base + k, mins.get(d, 0)) for k, d in enumerate(names)}
-            xs = []
-            for i, core in enumerate(sig.inputs):
-                shape = loop + tuple(int(d) if d.isdigit() else dims[d] for d in core)
-                n = max(1, math.prod(shape))
-                values = torch.linspace(-2.0 + 0.3 * i, 2.5 - 0.2 * i, n, dtype=torch.float64)
-                xs.append(values[: math.prod(shape)].reshape(shape).to(device))
-            out.append(_with_constants(spec, xs, dims, device))
-        return out
-    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
-    kinks = spec.contract.kinks_at()
-    out = []
-    for shape in ((7,), (2, 3)):
-        n = math.prod(shape)
-        x = torch.linspace(lo, hi, n + 2, dtype=torch.float64)[1:-1]
-        x = push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device)
-        out.append((x,))
-    return out
-
-
-def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
-    """Inputs every check sees whatever hypothesis draws, each deterministic so that a failure's
-    repro can rebuild it by its index: one element at several values (0-d, and of every core
-    dimension 1), empty ones, a size-1 dimension between others (``(3, 1, 4)``: a ``squeeze()``
-    without a dim shows there), five dimensions, and a large input (at least ``_bound.LARGE``
-    elements, where a size-switched fast path would hide). Values are spread over the box, each input
-    its own, never all at the centre (the origin of an n-ary op, where atan2 or pow has no
-    derivative) nor on a grid that lines up with kinks."""
-    sig = spec.contract.sig
-    if sig.elementwise:
-        plans: list[tuple[list[tuple[int, ...]], dict[str, int], float]] = [
-            ([shape], {}, 1.0)
-            for shape in ((), (), (), (1,), (0,), (3, 1, 4), (1, 2, 1, 3, 1), (EDGE_SIZE + 3,))
-        ]
-    else:
-        plans = _general_edges(spec)
-    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
-    kinks = spec.contract.kinks_at()
-    out = []
-    for phase, (shapes, dims, scale) in enumerate(plans):
-        xs = []
-        for i, shape in enumerate(shapes):
-            x = _spread(math.prod(shape), i, phase, lo * scale, hi * scale)
-            xs.append(push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device))
-        # constants (masks, class targets) get values of their kind whether or not a named dimension
-        # bounds them: a mask of an op with scalar cores, "(),()->()", is still a mask
-        out.append(_with_constants(spec, xs, dims, device))
-    return out
-
-
-def _general_edges(spec: OpSpec) -> list[tuple[list[tuple[int, ...]], dict[str, int], float]]:
-    """The edge shapes of an op that is not elementwise, with the size of each named dimension and
-    the part of the box their values spread over."""
-    sig = spec.contract.sig
-    names = list(dict.fromkeys(d for core in sig.inputs for d in core if not d.isdigit()))
-    mins = min_sizes(spec)
-    rank = max(len(core) for core in sig.inputs)
-    max_loop = _max_loop(spec)
-
-    def shapes(
-        size: int, loop: tuple[int, ...], scale: float = 1.0
-    ) -> tuple[list[tuple[int, ...]], dict[str, int], float]:
-        dims = {d: max(size, mins.get(d, 0)) for d in names}
-        cores = [loop + tuple(int(d) if d.isdigit() else dims[d] for d in core) for core in sig.inputs]
-        return cores, dims, scale
-
-    plans = [shapes(1, ()) for _ in range(3)]  # one element each, at three values
-    if any(mins.get(d, 0) == 0 for d in names):
-        plans.append(shapes(0, ()))
-    if max_loop:
-        plans.append(shapes(1, (0,)))
-    if max_loop >= 2:
-        plans.append(shapes(3, (2, 1)))
-        # again over a tenth of the box, where a softmax-like op is far from one-hot
-        plans.append(shapes(3, (2, 1), 0.1))
-    if max_loop and rank < MAX_RANK:
-        plans.append(shapes(2, (1, 2, 1, 2)[: min(max_loop, MAX_RANK - rank)]))
-    if rank == 0:
-        plans.append(shapes(1, (EDGE_SIZE,) if max_loop else ()))
-    else:
-        side = math.ceil(EDGE_SIZE ** (1 / rank)) if rank > 1 else 101
-        loop = (math.ceil(EDGE_SIZE / side),) if rank == 1 and max_loop else ()
-        plans.append(shapes(side, loop))
-    return plans
-
-
-def _max_loop(spec: OpSpec) -> int:
-    """How many loop dimensions an input may have."""
-    rank = max((len(core) for core in spec.contract.sig.inputs), default=0)
-    most = MAX_RANK - rank
-    loop_dims = spec.contract.loop_dims
-    return max(0, most if loop_dims is None else min(most, loop_dims))
-
-
-def _spread(n: int, i: int, phase: int, lo: float, hi: float) -> torch.Tensor:
-    """``n`` deterministic values in (lo, hi), a golden-ratio sequence shifted by the input ``i`` and
-    the ``phase`` (distinct, spread over the whole interval, none at its centre), in an order shuffled
-    by a generator seeded from ``i`` and ``phase``. The shuffle matters: laid out as a matrix, the
-    sequence in order is, but for its wrap-arounds, ``a + b*row + c*col``, of rank about two, so every
-    square matrix it filled (a (47, 47) core of the large edge input) was singular to rounding, a point
-    where polar factors and inverses have no derivative; shuffled, it is conditioned as a random
-    matrix is. One value (0-d, a single element) is not moved."""
-    k = torch.arange(n, dtype=torch.float64)
-    frac = (k * 0.6180339887498949 + 0.137 + 0.291 * i + 0.381966 * phase) % 1.0
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(1 + 31 * i + 1009 * phase))
-    return lo + (hi - lo) * (0.04 + 0.92 * frac[order])
-
-
-def _with_constants(
-    spec: OpSpec, xs: list[torch.Tensor], dims: Mapping[str, int], device: str | torch.device
-) -> tuple[torch.Tensor, ...]:
-    """``xs`` with each input that is not differentiated given deterministic values of its kind."""
-    kinds = spec.arguments.constants if spec.arguments is not None else {}
-    out = list(xs)
-    for i, kind in kinds.items():
-        shape = tuple(xs[i].shape)
-        k = torch.arange(math.prod(shape), dtype=torch.int64)
-        if isinstance(kind, Mask):
-            values = (k % 3) != 1
-        else:
-            low, high = _ends(kind, dims)
-            values = (k * 7 + 3) % max(1, high - low) + low
-        out[i] = values.reshape(shape).to(device=device, dtype=getattr(torch, kind.dtype))
-    return tuple(out)

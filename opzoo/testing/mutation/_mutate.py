@@ -26,6 +26,7 @@ from opzoo.core._registry import OpSpec, Registry
 from opzoo.testing.mutation._mutant_ops import mutant_spec
 from opzoo.testing.mutation._mutants import MUTANTS, Mutant
 from opzoo.testing.properties import PROPERTIES
+from opzoo.testing.running._options import RunOptions
 from opzoo.testing.running._parallel import check_all, run_pool
 from opzoo.testing.running._runner import TIMEOUT, Result, check_property
 
@@ -279,7 +280,8 @@ def _controls(
     controls = [mutant_spec(spec, CONTROL) for spec in specs]
     checked: list[Result] = []
     try:
-        check_all(controls, props, devices=("cpu",), jobs=jobs, into=checked, started=started, **kw)
+        options = RunOptions(props, kw["profile"], kw["examples"], device="cpu", timeout=kw["timeout"], jobs=jobs)
+        check_all(controls, options, registry=kw["registry"], into=checked, started=started)
     finally:
         verdicts = {
             (spec.name, CONTROL): _control(spec, control, checked) for spec, control in zip(specs, controls)

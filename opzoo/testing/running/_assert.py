@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from opzoo.core._contract import Contract
-from opzoo.core._registry import spec_of
+from opzoo.core._spec import spec_of
 from opzoo.testing.properties import parse_properties
-from opzoo.testing.running._runner import DEVICES, Result, check
+from opzoo.testing.running._result import Result
+from opzoo.testing.running._runner import DEVICES, check
 
 __all__ = ["assert_correct", "spec_of"]
 

@@ -9,9 +9,10 @@ from typing import Any, Sequence
 
 import torch
 
-from opzoo.core._registry import OpSpec, Registry
+from opzoo.core._spec import OpSpec
 from opzoo.testing.checks._bound import Bound, Tensors, bind, grad_outputs, vjp
 from opzoo.testing.checks._budget import in_eps, slack
+from opzoo.testing.running._hooks import Asked
 
 
 @dataclass
@@ -159,7 +160,7 @@ def error_samples(
     *,
     profile: str = "ci",
     examples: int | None = None,
-    registry: Registry | None = None,
+    registry: Asked = None,
     dtypes: Sequence[str] | None = None,
 ) -> Errors:
     """Measure ``spec``'s errors in each dtype it declares (``dtypes``: these instead) on the inputs

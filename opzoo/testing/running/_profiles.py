@@ -29,8 +29,8 @@ PROFILES: dict[str, tuple[str, dict[str, Any]]] = {
     # Many examples, and the full-Jacobian (slow-mode) gradcheck on every one.
     "thorough": ("300 examples, full Jacobians on every one", dict(max_examples=300, database=None)),
 }
+#: The profiles in a few words, for help texts (each command adds its default: see ``_options``).
 HELP = "hypothesis profile: " + "; ".join(f"{n}: {d}" for n, (d, _) in PROFILES.items())
-HELP += " (default: ci when $CI is set, else dev)"
 
 
 def default_profile() -> str:

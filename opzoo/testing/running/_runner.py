@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import random
-import sys
 import time
-from dataclasses import dataclass, field
 from types import EllipsisType
 from typing import Any, Iterable
 
@@ -14,189 +12,25 @@ import torch
 from hypothesis import given, settings
 from hypothesis.errors import HypothesisException, Unsatisfiable
 
-from opzoo.core._contract import Contract
-from opzoo.core._registry import OpSpec, Registry
+from opzoo.core._spec import OpSpec
 from opzoo.exceptions import one_line
-from opzoo.testing.checks._bound import LARGE, PropertyFailed, PropertySkipped, bind, rejects
-from opzoo.testing.properties import PROPERTIES
+from opzoo.testing.checks._bound import PropertyFailed, PropertySkipped, bind, rejects
+from opzoo.testing.properties import PROPERTIES, Property
 from opzoo.testing.running import _profiles
+from opzoo.testing.running._hooks import Asked, RunHooks, hooks_of
+from opzoo.testing.running._options import OPTIONS
 from opzoo.testing.running._repeatable import seeded_torch, without_local_constants
+from opzoo.testing.running._repro import describe, repro
+from opzoo.testing.running._result import HUNG, Result
 from opzoo.testing.running._signals import PropertyTimeout, insistent_interrupt, time_limit
 from opzoo.testing.strategies import cases, edge_inputs, fixed_inputs
 
 DEVICES = ("cpu", "cuda")
-#: Inputs larger than this are described by how to rebuild them, not by their values.
-EDGE_VALUES = LARGE
-
 
 #: Seconds one property of one op may take before it counts as hung, unless the caller says (read
 #: at each call: opzoo's own tests lift it, so that a loaded machine never turns a slow check into
-#: a verdict; the tests of the limit itself pass theirs).
-TIMEOUT: float | None = 60.0
-HUNG = "not run: the op hung"
-
-
-def result_id(op: str, prop: str, device: str) -> str:
-    """The id of one check, as ``opzoo check`` prints it and pytest names its test: ``gradient[myrelu]``."""
-    suffix = "" if device == "cpu" else f"-{device}"
-    return f"{prop}[{op}{suffix}]"
-
-
-@dataclass
-class Result:
-    """The outcome of one property of one op on one device."""
-
-    op: str
-    prop: str
-    device: str
-    status: str  # "pass", "fail" or "skip"
-    reason: str = ""
-    example: dict[str, Any] | None = None
-    worst: dict[str, Any] | None = None
-    seconds: float = 0.0
-    repro: str = ""
-    notes: list[str] = field(default_factory=list)  # what the check noticed, pass or fail
-    timed_out: bool = False  # ran past its wall-clock limit: the op's other properties are not run
-
-    @property
-    def id(self) -> str:
-        return result_id(self.op, self.prop, self.device)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__) | {"id": self.id}
-
-    def report(self) -> str:
-        """A multi-line failure report: the op, the property, the example, the worst mismatch."""
-        lines = [f"{self.status.upper()} {self.id}: {self.reason}"]
-        if self.example:
-            e = self.example
-            shown = e["inputs"]
-            if len(shown) == 1:
-                t = shown[0]
-                lines.append(
-                    f"  example:   shape {t['shape']}, strides {t['strides']}, dtype {t['dtype']}, "
-                    f"params {e['params']}"
-                )
-                lines.append(f"  values:    {_preview(t['values'])}")  # None: a large edge input
-            else:
-                lines.append(f"  example:   params {e['params']}")
-                for i, t in enumerate(shown):
-                    lines.append(
-                        f"  input {i}:   shape {t['shape']}, strides {t['strides']}, dtype {t['dtype']}"
-                    )
-                    lines.append(f"    values:  {_preview(t['values'])}")
-        if self.worst:
-            w = self.worst
-            skip = ("index", "x", "grad_output", "input", "output")
-            nums = ", ".join(f"{k} {v:.9g}" for k, v in w.items() if k not in skip)
-            which = f"input {w['input']}, output {w['output']}, " if "input" in w else ""
-            value = f"input {w['input']} = " if w.get("input") else "x = "  # that input's value there
-            lines.append(f"  worst:     {which}at index {list(w['index'])}, {value}{w['x']:.9g}: {nums}")
-        if self.repro:
-            lines.append("  reproduce: " + self.repro.replace("\n", "\n             "))
-        return "\n".join(lines)
-
-
-def _preview(values: Any, limit: int = 16) -> str:
-    """The values as a flat list, cut after ``limit`` (the repro snippet keeps them all)."""
-
-    def flat(v: Any) -> list[Any]:
-        return [y for item in v for y in flat(item)] if isinstance(v, list) else [v]
-
-    items = flat(values)
-    if not isinstance(values, list) or len(items) <= limit:
-        return repr(values)
-    shown = ", ".join(repr(v) for v in items[:limit])
-    return f"[{shown}, ...] ({len(items)} values, flattened)"
-
-
-def _describe(last: dict[str, Any], name: str) -> dict[str, Any]:
-    """The failing example: params, each input (values, unless it is a large edge input, which the
-    repro rebuilds by its index in :func:`edge_inputs`)."""
-    edge = last.get("edge")
-    return {
-        "params": dict(last["params"]),
-        "fast": last["fast"],
-        "edge": edge,
-        "inputs": [
-            {
-                "shape": tuple(x.shape),
-                "strides": tuple(x.stride()),
-                "dtype": str(x.dtype).removeprefix("torch."),
-                "values": x.detach().cpu().tolist() if x.numel() <= EDGE_VALUES else None,
-            }
-            for x in last["xs"]
-        ],
-    }
-
-
-def _repro(
-    spec: OpSpec,
-    prop: str,
-    example: dict[str, Any] | None,
-    profile: str,
-    seed: int | None,
-    examples: int | None = None,
-) -> str:
-    name, expr = _reached(spec)
-    cmd = ""
-    if name is not None:
-        cmd = f"opzoo check {name} --property {prop} --profile {profile}"
-        if examples:
-            cmd += f" --examples {examples}"  # another count draws other examples
-        if seed is not None and profile != "ci":
-            cmd += f" --seed {seed}"
-    if not example:
-        return cmd
-    args = ", ".join(f"{k}={v!r}" for k, v in example["params"].items())
-    full = "" if example["fast"] else ", fast=False"
-    head = f"{cmd}\nor in Python:\n" if cmd else "in Python:\n"
-    head += "  import torch, opzoo; from opzoo.testing import replay, spec_of\n"
-    if expr == "spec":
-        head += "  spec = ...  # the op as it was checked: spec_of(YourFunction, contract)\n"
-    call = f"replay({expr}, {prop!r}, dict({args}), *xs{full})"
-    if any(t["values"] is None for t in example["inputs"]):
-        return (
-            head
-            + "  from opzoo.testing.strategies import edge_inputs\n"
-            + f"  xs = edge_inputs({expr}, 'cpu')[{example['edge']}]\n  {call}"
-        )
-    made = [
-        f"torch.tensor({t['values']!r}, dtype=torch.{t['dtype']}).reshape({t['shape']!r})"
-        for t in example["inputs"]
-    ]
-    return head + "  xs = [\n      " + ",\n      ".join(made) + ",\n  ]\n  " + call
-
-
-def _reached(spec: OpSpec) -> tuple[str | None, str]:
-    """How a reproduce line reaches ``spec``: the name or path ``opzoo check`` takes (None where none
-    does), and a Python expression for its spec."""
-    source = spec.source
-    if source.via in ("entry point", "hook"):
-        return spec.name, f"opzoo.info({spec.name!r})"
-    path = source.entry_point or ""
-    if source.via == "path":
-        return path, f"spec_of({path!r})"
-    # Registered in-process: by its import path, where that finds the same class with the same
-    # contract (not one declared beside it, and not a script's __main__).
-    module, _, qualname = path.partition(":")
-    try:
-        found: Any = sys.modules[module]
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except (KeyError, AttributeError):
-        found = None
-    if (
-        module != "__main__"
-        and found is spec.target
-        and getattr(found, "opzoo_contract", None)
-        in (
-            spec.contract,
-            None if spec.contract == Contract() else spec.contract,
-        )
-    ):
-        return path, f"spec_of({path!r})"
-    return None, "spec"
+#: a verdict; the tests of the limit itself pass theirs). The options' default, as the commands'.
+TIMEOUT: float | None = OPTIONS["timeout"].default
 
 
 def split(
@@ -239,21 +73,22 @@ def check_property(
     profile: str | None = None,
     examples: int | None = None,
     device: str = "cpu",
-    registry: Registry | None = None,
+    registry: Asked = None,
     seed: int | None = None,
     timeout: float | None | EllipsisType = ...,
 ) -> Result:
     """Check one property of one op; never raises for a failing op.
 
-    ``registry`` is asked for a plugin's input strategy (``opzoo_input_strategy``), if given.
+    ``registry`` is asked for a plugin's input strategy (``opzoo_input_strategy``), if given: a
+    Registry, or a run's :class:`~opzoo.testing.running._hooks.RunHooks`, which keeps the answers
+    and the failures for the whole run (asked through a Registry, a hook's failure is a note).
     ``seed`` fixes hypothesis's search for a profile that is not derandomized; without one a seed
     is drawn, and a failure's ``reproduce:`` command names it, so that it fails again every time.
     ``timeout``: seconds before the property counts as hung and fails (None: no limit; not given:
     :data:`TIMEOUT`).
     """
     began = time.perf_counter()
-    if timeout is ...:
-        timeout = TIMEOUT
+    timeout = TIMEOUT if timeout is ... else timeout
     property_ = PROPERTIES[prop]
     reason = property_.applies(spec)
     if device == "cuda" and not torch.cuda.is_available():
@@ -264,36 +99,53 @@ def check_property(
     conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
     if not conf.derandomize and seed is None:
         seed = random.SystemRandom().randrange(2**32)
-    last: dict[str, Any] = {}
-    notes: dict[str, None] = {}
-    ran = [0]  # inputs the property ran on (not rejected by the forward)
-
-    def attempt(
-        params: dict[str, Any], inputs: tuple[torch.Tensor, ...], fast: bool, edge: int | None = None
-    ) -> bool:
-        last.clear()
-        xs, constants = split(spec, inputs)
-        op = bind(spec, params, constants=constants, device=device, fast=fast)
-        # An input the forward rejects is the accepts property's to report, once: the others leave
-        # it out, so that one limit of the forward does not fail (or hide) everything else.
-        if property_.screened:
-            with seeded_torch(device):
-                if rejects(op, xs) is not None:
-                    return False
-        try:
-            with seeded_torch(device):
-                property_(op, *xs)
-        except BaseException as exc:
-            last.update(params=params, xs=inputs, fast=fast, edge=edge, exc=exc)
-            raise
-        finally:
-            notes.update(dict.fromkeys(op.notes))
-        ran[0] += 1
-        return True
-
+    hooks = hooks_of(registry) if registry is not None else None
+    tried = _Trial(spec, property_, device)
     try:
+        tried.every_input(conf, seed, hooks, profile, timeout)
+    except BaseException as exc:  # the op under test may raise anything
+        interrupt = _interrupt_in(exc)
+        if interrupt is not None:
+            raise interrupt from None
+        failure: BaseException | None = exc
+    else:
+        failure = None
+    if hooks is not None and not isinstance(registry, RunHooks):  # nobody else would say it
+        tried.notes.update(dict.fromkeys(f"a plugin's hook failed: {f}" for f in hooks.failures))
+    took = time.perf_counter() - began
+    if failure is None:
+        if not tried.ran:
+            why = "the forward rejected every input (see the accepts property)"
+            return Result(spec.name, prop, device, "skip", why, seconds=took, notes=list(tried.notes))
+        return Result(spec.name, prop, device, "pass", seconds=took, notes=list(tried.notes))
+    if isinstance(failure, PropertyTimeout):
+        reason = f"timed out after {timeout:g} s: the op hung?"
+        return Result(spec.name, prop, device, "fail", reason, seconds=took, timed_out=True)
+    profile = profile if not conf.derandomize else "ci"
+    return tried.failed(failure, took, lambda example: repro(spec, prop, example, profile, seed, examples))
+
+
+class _Trial:
+    """One property of one op, tried on every input it runs on: how many ran, what the check
+    noticed, and the last input tried (the failing one, once one fails)."""
+
+    def __init__(self, spec: OpSpec, property_: Property, device: str) -> None:
+        self.spec, self.property, self.device = spec, property_, device
+        self.last: dict[str, Any] = {}
+        self.notes: dict[str, None] = {}
+        self.ran = 0  # inputs the property ran on (not rejected by the forward)
+
+    def every_input(
+        self, conf: Any, seed: int | None, registry: RunHooks | None, profile: str, timeout: float | None
+    ) -> None:
+        """Drawn inputs (as many as ``conf`` says), then the fixed ones, then the edge ones, as the
+        property asks, within ``timeout`` seconds; raises what the property raised."""
+        spec, device, attempt = self.spec, self.device, self
         with insistent_interrupt(), time_limit(timeout), without_local_constants():
-            if property_.drawn:
+            if self.property.drawn:
+                # The text of `run` below, decorators and indentation included (comments aside),
+                # seeds the examples of a derandomized profile (hypothesis's function_digest):
+                # changed, `ci` draws other examples and the verdicts on record change with them.
 
                 @conf
                 @given(case=cases(spec, device=device, registry=registry))
@@ -307,47 +159,62 @@ def check_property(
                     run()
                 except Unsatisfiable:
                     pass  # the forward rejected every drawn input: the accepts property says so
-            for xs in fixed_inputs(spec, device)[: property_.fixed]:
+            for xs in fixed_inputs(spec, device)[: self.property.fixed]:
                 attempt(spec.contract.defaults(), xs, False)
-            if property_.edges:
+            if self.property.edges:
                 for k, xs in enumerate(edge_inputs(spec, device)):
                     attempt(spec.contract.defaults(), xs, True, edge=k)
-    except BaseException as exc:  # the op under test may raise anything
-        interrupt = _interrupt_in(exc)
-        if interrupt is not None:
-            raise interrupt from None
-        cause = last.get("exc", exc)
-        took = time.perf_counter() - began
-        if isinstance(exc, PropertyTimeout):
-            reason = f"timed out after {timeout:g} s: the op hung?"
-            return Result(spec.name, prop, device, "fail", reason, seconds=took, timed_out=True)
+
+    def __call__(
+        self, params: dict[str, Any], inputs: tuple[torch.Tensor, ...], fast: bool, edge: int | None = None
+    ) -> bool:
+        """Run the property on one input; False if the forward rejects it (left out)."""
+        self.last.clear()
+        xs, constants = split(self.spec, inputs)
+        op = bind(self.spec, params, constants=constants, device=self.device, fast=fast)
+        # An input the forward rejects is the accepts property's to report, once: the others leave
+        # it out, so that one limit of the forward does not fail (or hide) everything else.
+        if self.property.screened:
+            with seeded_torch(self.device):
+                if rejects(op, xs) is not None:
+                    return False
+        try:
+            with seeded_torch(self.device):
+                self.property(op, *xs)
+        except BaseException as exc:
+            self.last.update(params=params, xs=inputs, fast=fast, edge=edge, exc=exc)
+            raise
+        finally:
+            self.notes.update(dict.fromkeys(op.notes))
+        self.ran += 1
+        return True
+
+    def failed(self, exc: BaseException, took: float, reproduce: Any) -> Result:
+        """The result of a property that raised ``exc``: a skip if the check says so, else a
+        failure with the example, the worst mismatch and ``reproduce(example)``'s lines."""
+        spec, prop, device = self.spec.name, self.property.name, self.device
+        cause = self.last.get("exc", exc)
         if isinstance(cause, PropertySkipped):
-            return Result(spec.name, prop, device, "skip", str(cause), seconds=took)
-        example = _describe(last, spec.name) if "xs" in last else None
+            return Result(spec, prop, device, "skip", str(cause), seconds=took)
+        example = describe(self.last) if "xs" in self.last else None
         if isinstance(cause, PropertyFailed):
             reason = str(cause)
         elif isinstance(cause, HypothesisException):
             reason = f"hypothesis: {one_line(cause, with_type=True)}"
         else:
             reason = one_line(cause, with_type=True)
-        worst = getattr(cause, "details", {}).get("worst")
         return Result(
-            spec.name,
+            spec,
             prop,
             device,
             "fail",
             reason.strip() or f"{type(cause).__name__} (no message)",
             example,
-            worst,
+            getattr(cause, "details", {}).get("worst"),
             took,
-            _repro(spec, prop, example, profile if not conf.derandomize else "ci", seed, examples),
-            list(notes),
+            reproduce(example),
+            list(self.notes),
         )
-    took = time.perf_counter() - began
-    if not ran[0]:
-        why = "the forward rejected every input (see the accepts property)"
-        return Result(spec.name, prop, device, "skip", why, seconds=took, notes=list(notes))
-    return Result(spec.name, prop, device, "pass", seconds=took, notes=list(notes))
 
 
 def _interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:

@@ -1,0 +1,154 @@
+"""The inputs every check sees, whatever hypothesis draws: small fixed ones, and the edge inputs
+(one element, empty, a size-1 dimension between others, five dimensions, a large one), each
+deterministic, so that a failure's reproduce line rebuilds it by its index."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import torch
+
+from opzoo.core._params import Mask
+from opzoo.core._spec import OpSpec
+from opzoo.testing._domain import KINK_MARGIN, MAX_RANK, domain_box, index_ends, min_sizes, push_from_kinks
+
+#: The large edge input has this many elements: fast paths that switch on size are exercised too.
+EDGE_SIZE = 100_000
+
+
+def fixed_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
+    """Small deterministic inputs: for an elementwise op spread over the domain and pushed off the
+    kinks; otherwise shaped by the signature, each dimension name a different small size (at least
+    its declared minimum), with a loop dimension where the op takes one."""
+    sig = spec.contract.sig
+    if not sig.elementwise:
+        names = sorted({d for core in sig.inputs for d in core if not d.isdigit()})
+        mins = min_sizes(spec)
+        loops = [((), 2), ((2,), 3)] if _max_loop(spec) else [((), 2), ((), 3)]
+        out = []
+        for loop, base in loops:
+            dims = {d: max(base + k, mins.get(d, 0)) for k, d in enumerate(names)}
+            xs = []
+            for i, core in enumerate(sig.inputs):
+                shape = loop + tuple(int(d) if d.isdigit() else dims[d] for d in core)
+                n = max(1, math.prod(shape))
+                values = torch.linspace(-2.0 + 0.3 * i, 2.5 - 0.2 * i, n, dtype=torch.float64)
+                xs.append(values[: math.prod(shape)].reshape(shape).to(device))
+            out.append(_with_constants(spec, xs, dims, device))
+        return out
+    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
+    kinks = spec.contract.kinks_at()
+    out = []
+    for shape in ((7,), (2, 3)):
+        n = math.prod(shape)
+        x = torch.linspace(lo, hi, n + 2, dtype=torch.float64)[1:-1]
+        x = push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device)
+        out.append((x,))
+    return out
+
+
+def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
+    """Inputs every check sees whatever hypothesis draws, each deterministic so that a failure's
+    repro can rebuild it by its index: one element at several values (0-d, and of every core
+    dimension 1), empty ones, a size-1 dimension between others (``(3, 1, 4)``: a ``squeeze()``
+    without a dim shows there), five dimensions, and a large input (at least ``_bound.LARGE``
+    elements, where a size-switched fast path would hide). Values are spread over the box, each input
+    its own, never all at the centre (the origin of an n-ary op, where atan2 or pow has no
+    derivative) nor on a grid that lines up with kinks."""
+    sig = spec.contract.sig
+    if sig.elementwise:
+        plans: list[tuple[list[tuple[int, ...]], dict[str, int], float]] = [
+            ([shape], {}, 1.0)
+            for shape in ((), (), (), (1,), (0,), (3, 1, 4), (1, 2, 1, 3, 1), (EDGE_SIZE + 3,))
+        ]
+    else:
+        plans = _general_edges(spec)
+    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
+    kinks = spec.contract.kinks_at()
+    out = []
+    for phase, (shapes, dims, scale) in enumerate(plans):
+        xs = []
+        for i, shape in enumerate(shapes):
+            x = _spread(math.prod(shape), i, phase, lo * scale, hi * scale)
+            xs.append(push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device))
+        # constants (masks, class targets) get values of their kind whether or not a named dimension
+        # bounds them: a mask of an op with scalar cores, "(),()->()", is still a mask
+        out.append(_with_constants(spec, xs, dims, device))
+    return out
+
+
+def _general_edges(spec: OpSpec) -> list[tuple[list[tuple[int, ...]], dict[str, int], float]]:
+    """The edge shapes of an op that is not elementwise, with the size of each named dimension and
+    the part of the box their values spread over."""
+    sig = spec.contract.sig
+    names = list(dict.fromkeys(d for core in sig.inputs for d in core if not d.isdigit()))
+    mins = min_sizes(spec)
+    rank = max(len(core) for core in sig.inputs)
+    max_loop = _max_loop(spec)
+
+    def shapes(
+        size: int, loop: tuple[int, ...], scale: float = 1.0
+    ) -> tuple[list[tuple[int, ...]], dict[str, int], float]:
+        dims = {d: max(size, mins.get(d, 0)) for d in names}
+        cores = [loop + tuple(int(d) if d.isdigit() else dims[d] for d in core) for core in sig.inputs]
+        return cores, dims, scale
+
+    plans = [shapes(1, ()) for _ in range(3)]  # one element each, at three values
+    if any(mins.get(d, 0) == 0 for d in names):
+        plans.append(shapes(0, ()))
+    if max_loop:
+        plans.append(shapes(1, (0,)))
+    if max_loop >= 2:
+        plans.append(shapes(3, (2, 1)))
+        # again over a tenth of the box, where a softmax-like op is far from one-hot
+        plans.append(shapes(3, (2, 1), 0.1))
+    if max_loop and rank < MAX_RANK:
+        plans.append(shapes(2, (1, 2, 1, 2)[: min(max_loop, MAX_RANK - rank)]))
+    if rank == 0:
+        plans.append(shapes(1, (EDGE_SIZE,) if max_loop else ()))
+    else:
+        side = math.ceil(EDGE_SIZE ** (1 / rank)) if rank > 1 else 101
+        loop = (math.ceil(EDGE_SIZE / side),) if rank == 1 and max_loop else ()
+        plans.append(shapes(side, loop))
+    return plans
+
+
+def _max_loop(spec: OpSpec) -> int:
+    """How many loop dimensions an input may have."""
+    rank = max((len(core) for core in spec.contract.sig.inputs), default=0)
+    most = MAX_RANK - rank
+    loop_dims = spec.contract.loop_dims
+    return max(0, most if loop_dims is None else min(most, loop_dims))
+
+
+def _spread(n: int, i: int, phase: int, lo: float, hi: float) -> torch.Tensor:
+    """``n`` deterministic values in (lo, hi), a golden-ratio sequence shifted by the input ``i`` and
+    the ``phase`` (distinct, spread over the whole interval, none at its centre), in an order shuffled
+    by a generator seeded from ``i`` and ``phase``. The shuffle matters: laid out as a matrix, the
+    sequence in order is, but for its wrap-arounds, ``a + b*row + c*col``, of rank about two, so every
+    square matrix it filled (a (47, 47) core of the large edge input) was singular to rounding, a point
+    where polar factors and inverses have no derivative; shuffled, it is conditioned as a random
+    matrix is. One value (0-d, a single element) is not moved."""
+    k = torch.arange(n, dtype=torch.float64)
+    frac = (k * 0.6180339887498949 + 0.137 + 0.291 * i + 0.381966 * phase) % 1.0
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(1 + 31 * i + 1009 * phase))
+    return lo + (hi - lo) * (0.04 + 0.92 * frac[order])
+
+
+def _with_constants(
+    spec: OpSpec, xs: list[torch.Tensor], dims: Mapping[str, int], device: str | torch.device
+) -> tuple[torch.Tensor, ...]:
+    """``xs`` with each input that is not differentiated given deterministic values of its kind."""
+    kinds = spec.arguments.constants if spec.arguments is not None else {}
+    out = list(xs)
+    for i, kind in kinds.items():
+        shape = tuple(xs[i].shape)
+        k = torch.arange(math.prod(shape), dtype=torch.int64)
+        if isinstance(kind, Mask):
+            values = (k % 3) != 1
+        else:
+            low, high = index_ends(kind, dims)
+            values = (k * 7 + 3) % max(1, high - low) + low
+        out[i] = values.reshape(shape).to(device=device, dtype=getattr(torch, kind.dtype))
+    return tuple(out)

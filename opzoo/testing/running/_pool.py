@@ -1,0 +1,275 @@
+"""The worker processes that run checks side by side: forked from the parent, each sent one task
+at a time and sending back its result; a worker that crashes is replaced, one deaf to its time
+limit killed. What to run, and when to run it in the parent instead, is ``_parallel``'s.
+
+Workers are forked, not spawned, so that they share the registry as it stands (ops registered at
+run time, a private :class:`~opzoo.Registry`) and start in milliseconds rather than re-importing
+torch. Each holds a copy of the run's :class:`~opzoo.testing.running._hooks.RunHooks`: the failures
+of plugins' hooks it meets go back to the parent with its results.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import signal
+import time
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable, Sequence
+
+from opzoo._lifetime import die_with_parent
+from opzoo.core._spec import OpSpec
+from opzoo.testing.running._hooks import RunHooks
+from opzoo.testing.running._result import HUNG, Result
+
+#: Seconds past a check's own time limit before its worker is killed: the limit is raised inside the
+#: worker first, and only a check stuck where no signal reaches (a C loop) lasts this long.
+GRACE = 10.0
+
+Task = tuple[int, str, str]  # (index of the spec, property, device)
+
+__all__ = ["GRACE", "Pool", "Task"]
+
+
+class _Schedule:
+    """Which task a free worker takes next, and what a finished one tells: in order, but none of an
+    op whose first check is still running, so that an op that hangs in every check costs one time
+    limit, as serially; an op that hung has its other tasks "not run"."""
+
+    def __init__(
+        self,
+        specs: Sequence[OpSpec],
+        tasks: list[Task],
+        done: dict[Task, Any],
+        started: Callable[[OpSpec], None],
+        compiles: Callable[[str], bool],
+    ) -> None:
+        self.specs, self.pending, self.done = specs, list(tasks), done
+        self.started, self.compiles = started, compiles
+        self.hung: set[int] = set()  # ops with a check that timed out: their other checks are not run
+        self.probing: set[int] = set()  # ops whose first check is running: their others wait for it
+        self.probed: set[int] = set()
+
+    def take(self, compiler: bool) -> Task | None:
+        """The next task to run, or None for now. The first worker (``compiler``) takes a compiling
+        check first, the others only when nothing else is left for them: the 0.8 s of modules the
+        first compile loads are then loaded once."""
+        eligible: list[int] = []
+        seen: set[int] = set()
+        k = 0
+        while k < len(self.pending):
+            task = self.pending[k]
+            i, prop, device = task
+            if i in self.hung:
+                del self.pending[k]
+                self.done[task] = Result(self.specs[i].name, prop, device, "skip", HUNG)
+                continue
+            first = i not in seen
+            seen.add(i)
+            # An op's first check is its first in the order (the quick one); then any.
+            if i not in self.probing and (i in self.probed or first):
+                if compiler == self.compiles(prop):
+                    eligible.insert(0, k)
+                    break
+                if not eligible:
+                    eligible.append(k)
+            k += 1
+        if not eligible:
+            return None
+        task = self.pending.pop(eligible[0])
+        if task[0] not in self.probed:
+            self.probing.add(task[0])
+            self.started(self.specs[task[0]])
+        return task
+
+    def finish(self, task: Task, result: Any) -> None:
+        self.done[task] = result
+        if result.timed_out:
+            self.hung.add(task[0])
+        if task[0] in self.probing:
+            self.probing.discard(task[0])
+            self.probed.add(task[0])
+
+
+class Pool:
+    """``jobs`` forked workers that run ``work(spec, what, device=..., **kw)`` for each task, an op's
+    first task alone (:class:`_Schedule`), as :func:`~opzoo.testing.running._parallel.check_all`
+    and ``run_pool`` ask."""
+
+    def __init__(
+        self,
+        specs: Sequence[OpSpec],
+        jobs: int,
+        grace: float,
+        kw: dict[str, Any],
+        *,
+        work: Callable[..., Any],
+        hooks: RunHooks | None = None,
+        limit: float | None = None,
+        compiles: Callable[[str], bool] = lambda what: False,
+    ) -> None:
+        self.specs, self.jobs, self.grace, self.kw = specs, jobs, grace, kw
+        self.hooks, self.work, self.compiles = hooks, work, compiles
+        self.timeout: float | None = limit if limit is not None else kw.get("timeout")
+        self.threads = max(1, _torch_threads() // jobs)
+        self.context = multiprocessing.get_context("fork")
+        self.workers: list[tuple[Any, Connection]] = []
+        self.busy: dict[Connection, tuple[Any, Task, float]] = {}
+
+    def run(self, tasks: list[Task], done: dict[Task, Any], started: Callable[[OpSpec], None]) -> None:
+        schedule = _Schedule(self.specs, tasks, done, started, self.compiles)
+        # The workers share the parent's memory until they write to it, and a garbage collection
+        # writes to every object it visits: frozen, the parent's objects are left out of the
+        # workers' collections (and copies).
+        gc.freeze()
+        try:
+            self.workers = [self._start() for _ in range(self.jobs)]
+            while schedule.pending or self.busy:
+                for w, (proc, conn) in enumerate(self.workers):
+                    if conn not in self.busy and (task := schedule.take(compiler=w == 0)) is not None:
+                        conn.send(task)
+                        self.busy[conn] = (proc, task, time.monotonic())
+                if self.busy:
+                    self._collect(schedule)
+                    self._kill_deaf(schedule)
+        finally:
+            self._stop()
+            gc.unfreeze()
+
+    def _collect(self, schedule: _Schedule) -> None:
+        """Take the results that are ready (a worker that died: its task failed, a new worker)."""
+        for conn in wait(list(self.busy), timeout=0.5):
+            proc, task, _ = self.busy.pop(conn)
+            try:
+                result, failures = conn.recv()
+            except (EOFError, OSError):
+                proc.join(1.0)
+                result, failures = self._crashed(task, proc.exitcode), []
+                self._replace(proc)
+            for failure in failures:  # a plugin's hook that failed in the worker: the run's
+                if self.hooks is not None:
+                    self.hooks.record(failure)
+            schedule.finish(task, result)
+
+    def _kill_deaf(self, schedule: _Schedule) -> None:
+        """Kill each worker whose check ran ``grace`` seconds past its limit: deaf to it."""
+        if self.timeout is None:
+            return
+        now = time.monotonic()
+        for conn, (proc, task, began) in list(self.busy.items()):
+            if now - began > self.timeout + self.grace:
+                self.busy.pop(conn)
+                proc.kill()
+                proc.join()
+                schedule.finish(task, self._killed(task, now - began))
+                self._replace(proc)
+
+    def _stop(self) -> None:
+        """Stop every worker: those between tasks asked to, those in one (interrupted) killed."""
+        for proc, conn in self.workers:
+            if proc.is_alive():
+                if conn in self.busy:
+                    proc.kill()  # interrupted: a check in progress is abandoned
+                else:
+                    try:
+                        conn.send(None)
+                    except OSError:
+                        proc.kill()
+        for proc, conn in self.workers:
+            proc.join(5.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            conn.close()
+
+    def _start(self) -> tuple[Any, Connection]:
+        ours, theirs = self.context.Pipe()
+        proc = self.context.Process(
+            target=_serve,
+            args=(theirs, self.specs, self.kw, self.threads, self.work, os.getpid(), self.hooks),
+            name="opzoo-check",
+            daemon=True,
+        )
+        proc.start()
+        theirs.close()
+        return proc, ours
+
+    def _replace(self, dead: Any) -> None:
+        kept = []
+        for proc, conn in self.workers:
+            if proc is dead:
+                conn.close()
+                kept.append(self._start())
+            else:
+                kept.append((proc, conn))
+        self.workers = kept
+
+    def _crashed(self, task: Task, exitcode: int | None) -> Result:
+        i, prop, device = task
+        if exitcode is not None and exitcode < 0:
+            how = f"killed by {signal.Signals(-exitcode).name}"
+        else:
+            how = f"exit status {exitcode}"
+        reason = f"the check crashed its worker process ({how}): the op crashed the interpreter?"
+        return Result(self.specs[i].name, prop, device, "fail", reason)
+
+    def _killed(self, task: Task, took: float) -> Result:
+        i, prop, device = task
+        reason = (
+            f"timed out after {self.timeout:g} s: the op hung where no signal reaches it (in C?); "
+            f"its worker was killed after {took:.0f} s"
+        )
+        return Result(self.specs[i].name, prop, device, "fail", reason, seconds=took, timed_out=True)
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _serve(
+    conn: Connection,
+    specs: Sequence[OpSpec],
+    kw: dict[str, Any],
+    threads: int,
+    work: Callable[..., Any],
+    parent: int,
+    hooks: RunHooks | None,
+) -> None:
+    """A worker: run the tasks the parent sends, send back each result with the failures of
+    plugins' hooks met since the last (``hooks``: this worker's copy of the run's), until the
+    parent sends None."""
+    # Ends with the parent, however the parent ends: a parent killed with SIGKILL (or whose SIGTERM
+    # handler never ran) left its workers asleep on the output pipes for minutes.
+    die_with_parent(parent)
+    import torch
+
+    # Ctrl-C is the parent's to handle: it stops the pool and reports what finished. SIGTERM and
+    # SIGHUP (`timeout`, a closed terminal, which signal the whole group) end a worker at once,
+    # quietly: the parent's handlers, inherited through fork, would raise in the check instead.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, signal.SIG_DFL)
+    torch.set_num_threads(threads)  # the workers share the cores rather than each taking all
+    if hooks is not None:
+        hooks.news()  # the failures the parent already has
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            return
+        if task is None:
+            return
+        i, prop, device = task
+        result = work(specs[i], prop, device=device, **kw)
+        failures = hooks.news() if hooks is not None else []
+        try:
+            conn.send((result, failures))
+        except (OSError, EOFError):
+            return
+        except Exception as exc:  # a result that cannot be pickled (an op's odd exception text?)
+            reason = f"{result.reason} (the full result could not be sent: {exc})"
+            short = Result(result.op, prop, device, result.status, reason, seconds=result.seconds)
+            conn.send((short, failures))
