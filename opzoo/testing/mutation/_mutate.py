@@ -280,7 +280,9 @@ def _controls(
     controls = [mutant_spec(spec, CONTROL) for spec in specs]
     checked: list[Result] = []
     try:
-        options = RunOptions(props, kw["profile"], kw["examples"], device="cpu", timeout=kw["timeout"], jobs=jobs)
+        options = RunOptions(
+            props, kw["profile"], kw["examples"], device="cpu", timeout=kw["timeout"], jobs=jobs
+        )
         check_all(controls, options, registry=kw["registry"], into=checked, started=started)
     finally:
         verdicts = {
