@@ -332,14 +332,18 @@ def bench_memory(specs: Sequence[OpSpec], n: int = 100_000) -> list[Row]:
 
 def bench_trainer(registry: Registry, steps: int, repeat: int, quick: bool) -> list[Row]:
     """Seconds per step of opzoo's trainer vs a hand-written seed loop, same activation and data."""
+    from dataclasses import replace
+
     from opzoo.trainer import _trainer
+    from opzoo.trainer._config import TrainConfig
+    from opzoo.trainer._data import make_data
 
     sizes = dict(batch=8, d_in=32, hidden=16, d_out=4) if quick else {}
-    config = _trainer.TrainConfig(steps=steps, seed=0, **sizes)
-    data = _trainer.make_data(config)
+    config = TrainConfig(steps=steps, seed=0, **sizes)
+    data = make_data(config)
     rows = []
     for name, fn in (("myrelu", registry.get("myrelu").apply), ("torch:relu", torch.relu)):
-        cfg = _trainer.TrainConfig(**{**config.__dict__, "activation": name})
+        cfg = replace(config, activation=name)
 
         def opzoo_run() -> Any:
             return _trainer.run(cfg, registry=registry, data=data)

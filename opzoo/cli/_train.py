@@ -315,10 +315,13 @@ def _prepare(
     from dataclasses import fields
 
     from opzoo.trainer import _trainer
+    from opzoo.trainer._config import TrainConfig
+    from opzoo.trainer._preflight import check_writable
+    from opzoo.trainer._resume import saved_config
 
     # Options default to SUPPRESS, so args holds only the TrainConfig fields given on the line.
     given: dict[str, Any] = {
-        f.name: getattr(args, f.name) for f in fields(_trainer.TrainConfig) if hasattr(args, f.name)
+        f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)
     }
     given.pop("activation", None)
     if hasattr(args, "act_arg"):
@@ -328,7 +331,7 @@ def _prepare(
     registry = registry_from(args)
     for what, path in (("metrics", args.metrics), ("plot", args.plot), ("export", args.export)):
         if path and outputs:
-            _trainer.check_writable(what, path)
+            check_writable(what, path)
     if args.export and names is not None and len(names) > 1:
         raise ConfigError("--export writes one network: give one --activation, not a comparison")
     seeds = None if args.seeds is None else _parse_seeds(args.seeds)
@@ -346,7 +349,7 @@ def _prepare(
         if name in given:
             given[name] = os.path.abspath(given[name])
     if "resume" in given:
-        saved = _trainer.saved_config(given["resume"], given)  # less what names code
+        saved = saved_config(given["resume"], given)  # less what names code
         # Where the checkpoint was first written says nothing about where this run writes:
         # it continues the file it resumed from, unless --checkpoint says otherwise.
         saved.pop("resume", None)

@@ -16,8 +16,10 @@ from opzoo import _lifetime
 from opzoo.exceptions import ConfigError, ParamError
 from opzoo.nn import params_of
 from opzoo.trainer import _preflight, _trainer
+from opzoo.trainer._config import TrainConfig
+from opzoo.trainer._data import make_data
 from opzoo.trainer._network import build
-from opzoo.trainer._trainer import TrainConfig, TrainResult
+from opzoo.trainer._trainer import TrainResult
 
 if TYPE_CHECKING:
     from opzoo.core._registry import Registry
@@ -207,7 +209,7 @@ def compare(
         build(name, own[name], linear=config.linear, loss=config.loss, registry=registry)
     runs = []
     for seeded in configs:
-        data = _trainer.make_data(seeded)
+        data = make_data(seeded)
         for name in names:
             log = _log_of(on_log, name, None if seed_list is None else seeded.seed)
             # One activation diverging says something about it, not about the others: they go on.
