@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -760,6 +761,7 @@ def test_ranking_puts_diverged_activations_last_and_keeps_ties_in_order():
         ({"seeds": 2, "checkpoint": "ck.pt"}, "`checkpoint` takes one run, not `seeds`"),
         ({"activations": []}, "`activations` needs at least one op name"),
         ({"seeds": [0, 2**64]}, "seed must be an integer from -2**63 to 2**64-1"),
+        ({"seeds": 10**11}, "`seeds` N runs at most 10000 seeds, got 100000000000"),
     ],
 )
 def test_compare_refuses_bad_seeds_before_any_training(kwargs, message):
@@ -809,3 +811,35 @@ def test_the_settings_import_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_every_setting_is_one_flag_whose_help_is_its_record(monkeypatch, capsys):
+    """Each TrainConfig field is declared once, with its record: `opzoo train --help` shows a flag
+    for every setting with the record's help (other settings named as flags), and explains rather
+    than cites a seed file by number."""
+    from opzoo.cli import _as_flags
+    from opzoo.trainer._config import SETTINGS
+
+    monkeypatch.setenv("COLUMNS", "2000")  # nothing wrapped mid-phrase
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for s in SETTINGS:
+        flag = {"activation": "--activation", "act_args": "--act-arg"}.get(s.name, "--" + s.label)
+        assert re.search(re.escape(flag) + r"[ ,]", shown), flag
+        assert _as_flags(s.help) in shown, s.name
+    assert "--no-deterministic" in shown and "learning rate (default 1e-6)" in shown
+    assert not re.search(r"seed \d{3}", shown)
+
+
+def test_each_setting_is_checked_by_its_record():
+    """A value a setting's record refuses is one ConfigError naming the setting, in the library; the
+    same rule refuses it on the command line (test_bad_input_is_one_line_exit_2)."""
+    for bad, message in [
+        ({"act_lr": True}, "act-lr must be a positive finite number, got True"),
+        ({"checkpoint_every": 0, "checkpoint": "ck.pt"}, "checkpoint-every must be a positive integer"),
+        ({"log_every": 2.5}, "log-every must be a positive integer, got 2.5"),
+        ({"optimizer": "lbfgs"}, "unknown optimizer 'lbfgs'; choose from manual, sgd, adam"),
+    ]:
+        with pytest.raises(opzoo.ConfigError, match=re.escape(message)):
+            TrainConfig(**bad).validate()
