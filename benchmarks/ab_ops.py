@@ -28,7 +28,7 @@ import torch
 from torch.autograd import forward_ad
 
 import opzoo
-from opzoo.bench._bench import general_shapes
+from opzoo.bench._ops import general_shapes
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD = "_ab_old_ops"

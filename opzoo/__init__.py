@@ -32,7 +32,8 @@ from opzoo.hookspecs import hookimpl
 if TYPE_CHECKING:
     from opzoo import library, nn, testing
     from opzoo.trainer._compare import Comparison, compare
-    from opzoo.trainer._trainer import TrainConfig, TrainResult, train
+    from opzoo.trainer._config import TrainConfig
+    from opzoo.trainer._trainer import TrainResult, train
 
 
 __all__ = [
@@ -107,7 +108,9 @@ def __getattr__(attr: str) -> Any:
     # The trainer, nn, library and testing import torch; load them only when asked for.
     import importlib
 
-    if attr in ("train", "TrainConfig", "TrainResult"):
+    if attr == "TrainConfig":  # plain Python, no torch
+        return importlib.import_module("opzoo.trainer._config").TrainConfig
+    if attr in ("train", "TrainResult"):
         return getattr(importlib.import_module("opzoo.trainer._trainer"), attr)
     if attr in ("compare", "Comparison"):
         return getattr(importlib.import_module("opzoo.trainer._compare"), attr)

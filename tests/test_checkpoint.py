@@ -13,6 +13,7 @@ from conftest import ROOT, run_opzoo
 import opzoo
 from opzoo.cli import main
 from opzoo.trainer import _checkpoint, _trainer
+from opzoo.trainer._config import TrainConfig
 
 SMALL = dict(batch=8, d_in=20, hidden=12, d_out=3, steps=30, lr=1e-3, seed=3)
 TINY = ["--batch", "8", "--d-in", "20", "--hidden", "12", "--d-out", "3", "--lr", "1e-3", "--quiet"]
@@ -63,7 +64,7 @@ def test_paths_are_resolved_when_the_run_starts(tmp_path, monkeypatch):
     def move(t: int, loss: float) -> None:
         os.chdir(elsewhere)
 
-    _trainer.run(_trainer.TrainConfig(**SMALL, checkpoint="ck.pt", log_every=5), on_log=move)
+    _trainer.run(TrainConfig(**SMALL, checkpoint="ck.pt", log_every=5), on_log=move)
     assert _steps(tmp_path / "ck.pt") == 30 and not (elsewhere / "ck.pt").exists()
     state = torch.load(tmp_path / "ck.pt", weights_only=True)
     assert state["config"]["checkpoint"] == str(tmp_path / "ck.pt")
@@ -153,7 +154,7 @@ def test_a_failed_checkpoint_write_is_one_warning_and_retried(tmp_path, monkeypa
 
     monkeypatch.setattr(_checkpoint, "save", flaky_save)
     warned: list[str] = []
-    cfg = _trainer.TrainConfig(**SMALL, checkpoint=str(ck), checkpoint_every=10)
+    cfg = TrainConfig(**SMALL, checkpoint=str(ck), checkpoint_every=10)
     result = _trainer.run(cfg, on_warning=warned.append)
     assert calls == [10, 20, 30] and result.steps_run == 30
     assert warned == [
@@ -174,7 +175,7 @@ def test_a_failed_write_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
         real_save(path, state)
 
     monkeypatch.setattr(_checkpoint, "save", full_after_first)
-    cfg = _trainer.TrainConfig(**SMALL, checkpoint=str(ck), checkpoint_every=10)
+    cfg = TrainConfig(**SMALL, checkpoint=str(ck), checkpoint_every=10)
     with pytest.warns(RuntimeWarning, match="at step 20: No space left on device"):
         full = "final checkpoint .* at step 30: No space left"
         with pytest.raises(opzoo.CheckpointError, match=full) as exc:

@@ -148,14 +148,14 @@ def test_bench_times_linear_and_loss_ops_at_the_seeds_own_shapes():
     """At the seed's size, a linear op is timed at both of the seed's layers and a loss at its
     64x10 pair; other general ops get inputs of about that many elements."""
     import opzoo
-    from opzoo.bench import _bench
+    from opzoo.bench import _ops
 
     builtin = opzoo.load(autoload=False)
-    shapes = {name: _bench.seed_shapes(builtin.info(name)) for name in ("linear", "sse", "softmax")}
+    shapes = {name: _ops.seed_shapes(builtin.info(name)) for name in ("linear", "sse", "softmax")}
     assert shapes == {
         "linear": [[(64, 1000), (1000, 100)], [(64, 100), (100, 10)]],
         "sse": [[(64, 10), (64, 10)]],
         "softmax": None,
     }
-    rows = _bench.bench_ops([builtin.info("linear")], [_bench.SEED_SIZE], repeat=1, devices=["cpu"])
+    rows = _ops.bench_ops([builtin.info("linear")], [_ops.SEED_SIZE], repeat=1, devices=["cpu"])
     assert [r.detail for r in rows] == ["64x1000, 1000x100 cpu", "64x100, 100x10 cpu"]

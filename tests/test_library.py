@@ -695,10 +695,10 @@ def test_inductor_fuses_the_bridged_forward():
 def test_bench_compiled_rows():
     """bench_compiled measures each elementwise Function op: vs compiled native, vs eager native,
     and the compile time; learnable ops are passed over."""
-    from opzoo.bench import _bench
+    from opzoo.bench import _compiled
 
     specs = [opzoo.info("myrelu"), opzoo.info("prelu")]
-    rows = _bench.bench_compiled(specs, [64], repeat=1, devices=["cpu"], backend="aot_eager")
+    rows = _compiled.bench_compiled(specs, [64], repeat=1, devices=["cpu"], backend="aot_eager")
     assert [(r.section, r.name, r.detail) for r in rows] == [
         ("compiled", "myrelu", "64 cpu vs compiled native"),
         ("compiled", "myrelu", "64 cpu vs eager native"),

@@ -77,13 +77,14 @@ def test_a_signal_stops_training_between_steps_and_keeps_metrics_and_checkpoint(
 def test_a_run_stopped_in_a_comparison_keeps_the_runs_before_it(monkeypatch):
     """A stop during the second activation of a comparison raises Stopped with the first run whole
     and the second as far as it got (the step it was in finished); the third never starts."""
-    from opzoo.trainer import _compare, _trainer
+    from opzoo.trainer import _compare
+    from opzoo.trainer._config import TrainConfig
 
     def stop_at_second(name, t, loss):
         if name == "myrelu":
             _lifetime._requested.append(signal.SIGTERM)  # as deferred()'s handler does
 
-    config = _trainer.TrainConfig(
+    config = TrainConfig(
         batch=8, d_in=20, hidden=12, d_out=3, steps=3, lr=1e-3, seed=0, device="cpu", log_every=1
     )
     try:

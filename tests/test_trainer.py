@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -17,6 +18,9 @@ from seed_program import seed_losses
 import opzoo
 from opzoo.cli import main
 from opzoo.trainer import _trainer
+from opzoo.trainer._config import TrainConfig
+from opzoo.trainer._data import make_data
+from opzoo.trainer._preflight import DTYPES
 
 SMALL = dict(batch=8, d_in=20, hidden=12, d_out=3, steps=30, lr=1e-3, seed=3)
 
@@ -50,7 +54,7 @@ def test_exact_zeros_occur_so_the_kink_convention_matters():
 def test_optimizers_and_dtypes_train(optimizer, dtype):
     """Every optimizer and dtype lowers the loss."""
     r = opzoo.train(**SMALL, optimizer=optimizer, dtype=dtype)
-    assert r.weights["w1"].dtype == _trainer.DTYPES[dtype]
+    assert r.weights["w1"].dtype == DTYPES[dtype]
     assert r.final_loss < r.losses[0]
 
 
@@ -64,7 +68,7 @@ def test_sgd_equals_the_manual_update():
 def test_sizes_and_log_every():
     """The sizes shape the weights, and on_log fires every log_every steps."""
     seen = []
-    r = _trainer.run(_trainer.TrainConfig(**SMALL, log_every=7), on_log=lambda t, v: seen.append(t))
+    r = _trainer.run(TrainConfig(**SMALL, log_every=7), on_log=lambda t, v: seen.append(t))
     assert r.weights["w1"].shape == (20, 12) and r.weights["w2"].shape == (12, 3)
     assert seen == [6, 13, 20, 27]
 
@@ -82,7 +86,7 @@ def test_act_args_must_be_taken_by_the_activation():
     """An --act-arg the activation does not take is an error, never silently dropped."""
     with pytest.raises(opzoo.ParamError, match="'myrelu' takes no parameter 'alpha'; its parameters: none"):
         opzoo.train(**SMALL, activation="myrelu", act_args={"alpha": 2.0})
-    cfg = _trainer.TrainConfig(**SMALL, act_args={"negative_slope": 0.2})
+    cfg = TrainConfig(**SMALL, act_args={"negative_slope": 0.2})
     results = opzoo.compare(cfg, ["leaky_relu", "myrelu", "torch:leaky_relu"])
     assert [r.label for r in results] == [
         "leaky_relu(negative_slope=0.2)",
@@ -91,12 +95,11 @@ def test_act_args_must_be_taken_by_the_activation():
     ]
     assert results[0].losses == results[2].losses  # the baseline got the same slope
     with pytest.raises(opzoo.ParamError, match="no activation among myrelu, silu takes parameter 'beta'"):
-        opzoo.compare(_trainer.TrainConfig(**SMALL, act_args={"beta": 1.0}), ["myrelu", "silu"])
+        opzoo.compare(TrainConfig(**SMALL, act_args={"beta": 1.0}), ["myrelu", "silu"])
 
 
 def test_act_lr_sets_the_activations_learning_rate():
     """--act-lr overrides the scaled default for a learnable activation's parameters only."""
-    from opzoo.trainer._trainer import TrainConfig
     from opzoo.trainer._update import learning_rates
 
     params = {"w1": torch.zeros(3), "act.inner.slope": torch.zeros(())}
@@ -121,7 +124,7 @@ def test_learnable_activation_compiles():
 
 def test_compare_uses_the_same_data_and_initial_weights():
     """Compared activations start from the same data: identical ops give identical losses."""
-    results = opzoo.compare(_trainer.TrainConfig(**SMALL), ["myrelu", "torch:relu", "bentid"])
+    results = opzoo.compare(TrainConfig(**SMALL), ["myrelu", "torch:relu", "bentid"])
     assert [r.label for r in results] == ["myrelu", "torch:relu", "bentid"]
     assert results[0].losses[0] == results[1].losses[0]
     assert results[0].losses[0] != results[2].losses[0]
@@ -234,7 +237,7 @@ def test_progress_bar_on_a_terminal_only():
 
 def test_progress_bar_runs():
     """The progress bar (tqdm) does not change the results."""
-    cfg = _trainer.TrainConfig(**SMALL)
+    cfg = TrainConfig(**SMALL)
     assert _trainer.run(cfg, progress=True).losses == _trainer.run(cfg).losses
 
 
@@ -471,8 +474,8 @@ def test_memory_estimate_is_within_reach_of_the_real_footprint():
     """The estimate counts every tensor the run holds: it is at least the bytes of x, y, w1, w2."""
     from opzoo.trainer._preflight import memory_needed
 
-    cfg = _trainer.TrainConfig(batch=64, d_in=1000, hidden=100, d_out=10)
-    data = _trainer.make_data(cfg)
+    cfg = TrainConfig(batch=64, d_in=1000, hidden=100, d_out=10)
+    data = make_data(cfg)
     held = sum(t.numel() * t.element_size() for t in data.values())
     assert 2 * held <= memory_needed(cfg) <= 6 * held
 
@@ -575,7 +578,7 @@ def test_digits_trains_on_held_out_data_and_reports_accuracy(tmp_path):
 def test_digits_defaults_differ_and_explicit_flags_win():
     """digits has its own defaults; the seed's stay as they were; a given setting wins."""
     pytest.importorskip("sklearn")
-    assert _trainer.config_for() == _trainer.TrainConfig()
+    assert _trainer.config_for() == TrainConfig()
     digits = _trainer.config_for("digits")
     assert (digits.d_in, digits.d_out, digits.optimizer) == (64, 10, "adam")
     assert _trainer.config_for("digits", lr=0.5, optimizer="sgd").lr == 0.5
@@ -622,9 +625,7 @@ def test_a_diverging_activation_is_marked_and_the_others_go_on():
     rows = {line.split()[0]: line for line in out.stdout.splitlines()[2:]}
     assert "diverged at step 1" in rows["legendre_p3"]
     assert "diverged" not in rows["myrelu"] and "diverged" not in rows["gelu"]
-    results = opzoo.compare(
-        _trainer.TrainConfig(steps=20, d_in=50, seed=0, device="cpu"), ["legendre_p3", "myrelu"]
-    )
+    results = opzoo.compare(TrainConfig(steps=20, d_in=50, seed=0, device="cpu"), ["legendre_p3", "myrelu"])
     assert results[0].diverged_at == 1 and results[0].to_dict()["final_loss"] is None
     assert results[1].diverged_at is None and len(results[1].losses) == 20
 
@@ -666,7 +667,7 @@ def test_seeds_table_statistics():
     """The table's mean and std are those of the runs, and the rank follows accuracy."""
 
     def result(label, loss, acc, seed):
-        cfg = _trainer.TrainConfig(seed=seed)
+        cfg = TrainConfig(seed=seed)
         return _trainer.TrainResult(cfg, label, [loss], 1, 1.0, {}, test_accuracy=acc)
 
     runs = [result("a", 1.0, 0.5, 0), result("b", 2.0, 0.9, 0)]
@@ -729,9 +730,7 @@ def test_ranking_puts_diverged_activations_last_and_keeps_ties_in_order():
     """ranking(): the lower mean final loss first, a tie in the order given, all-diverged last."""
 
     def result(label, loss, seed, diverged_at=None):
-        return _trainer.TrainResult(
-            _trainer.TrainConfig(seed=seed), label, [loss], 1, 1.0, {}, None, diverged_at
-        )
+        return _trainer.TrainResult(TrainConfig(seed=seed), label, [loss], 1, 1.0, {}, None, diverged_at)
 
     runs = [
         result("gone", 1.0, 0, diverged_at=4),
@@ -762,6 +761,7 @@ def test_ranking_puts_diverged_activations_last_and_keeps_ties_in_order():
         ({"seeds": 2, "checkpoint": "ck.pt"}, "`checkpoint` takes one run, not `seeds`"),
         ({"activations": []}, "`activations` needs at least one op name"),
         ({"seeds": [0, 2**64]}, "seed must be an integer from -2**63 to 2**64-1"),
+        ({"seeds": 10**11}, "`seeds` N runs at most 10000 seeds, got 100000000000"),
     ],
 )
 def test_compare_refuses_bad_seeds_before_any_training(kwargs, message):
@@ -811,3 +811,35 @@ def test_the_settings_import_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_every_setting_is_one_flag_whose_help_is_its_record(monkeypatch, capsys):
+    """Each TrainConfig field is declared once, with its record: `opzoo train --help` shows a flag
+    for every setting with the record's help (other settings named as flags), and explains rather
+    than cites a seed file by number."""
+    from opzoo.cli import _as_flags
+    from opzoo.trainer._config import SETTINGS
+
+    monkeypatch.setenv("COLUMNS", "2000")  # nothing wrapped mid-phrase
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for s in SETTINGS:
+        flag = {"activation": "--activation", "act_args": "--act-arg"}.get(s.name, "--" + s.label)
+        assert re.search(re.escape(flag) + r"[ ,]", shown), flag
+        assert _as_flags(s.help) in shown, s.name
+    assert "--no-deterministic" in shown and "learning rate (default 1e-6)" in shown
+    assert not re.search(r"seed \d{3}", shown)
+
+
+def test_each_setting_is_checked_by_its_record():
+    """A value a setting's record refuses is one ConfigError naming the setting, in the library; the
+    same rule refuses it on the command line (test_bad_input_is_one_line_exit_2)."""
+    for bad, message in [
+        ({"act_lr": True}, "act-lr must be a positive finite number, got True"),
+        ({"checkpoint_every": 0, "checkpoint": "ck.pt"}, "checkpoint-every must be a positive integer"),
+        ({"log_every": 2.5}, "log-every must be a positive integer, got 2.5"),
+        ({"optimizer": "lbfgs"}, "unknown optimizer 'lbfgs'; choose from manual, sgd, adam"),
+    ]:
+        with pytest.raises(opzoo.ConfigError, match=re.escape(message)):
+            TrainConfig(**bad).validate()

@@ -68,40 +68,49 @@ def run_bench(args: argparse.Namespace) -> int:
     if sizes is not None:
         _check_room(sizes)
     reg = registry_from(args)
-    from opzoo.bench import _bench
-
-    specs = [reg.info(n) for n in args.names] if args.names else sorted(reg.load_all(), key=lambda s: s.name)
-    sizes = sizes or list(_bench.QUICK_SIZES if args.quick else _bench.SIZES)
-    repeat = args.repeat or (3 if args.quick else 21)
     import torch
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    rows = _measure(args, reg, sections, sizes)
+    from opzoo.bench._bench import machine
+
+    if args.json:
+        print_json(args, json.dumps({"machine": machine(), "rows": [r.to_dict() for r in rows]}, indent=2))
+        return EXIT_OK
+    _print_rows(rows, machine())
+    return EXIT_OK
+
+
+def _measure(args: argparse.Namespace, reg: Any, sections: list[str], sizes: list[int] | None) -> list[Any]:
+    """The rows of every section asked for, in the order of the table."""
+    import torch
+
+    from opzoo.bench import _compiled, _ops, _programs
+
+    specs = [reg.info(n) for n in args.names] if args.names else sorted(reg.load_all(), key=lambda s: s.name)
+    repeat = args.repeat or (3 if args.quick else 21)
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    quick = _ops.QUICK_SIZES if args.quick else None
     rows = []
     if "ops" in sections:
-        rows += _bench.bench_ops(specs, sizes, repeat=repeat, devices=devices)
+        rows += _ops.bench_ops(specs, sizes or list(quick or _ops.SIZES), repeat=repeat, devices=devices)
     if "compiled" in sections:
-        rows += _bench.bench_compiled(
-            specs,
-            args.sizes and sizes or (_bench.QUICK_SIZES if args.quick else _bench.COMPILE_SIZES),
-            repeat=repeat,
-            devices=devices,
-            backend=args.compile_backend,
+        compile_sizes = sizes or list(quick or _compiled.COMPILE_SIZES)
+        rows += _compiled.bench_compiled(
+            specs, compile_sizes, repeat=repeat, devices=devices, backend=args.compile_backend
         )
     if "memory" in sections:
-        rows += _bench.bench_memory(specs, n=1_000 if args.quick else 100_000)
+        rows += _ops.bench_memory(specs, n=1_000 if args.quick else 100_000)
     if "trainer" in sections:
-        rows += _bench.bench_trainer(
-            reg, steps=20 if args.quick else 500, repeat=max(3, repeat // 4), quick=args.quick
-        )
+        steps = 20 if args.quick else 500
+        rows += _programs.bench_trainer(reg, steps=steps, repeat=max(3, repeat // 4), quick=args.quick)
     if "startup" in sections:
-        rows += _bench.bench_startup(repeat=3 if args.quick else 7)
-    if args.json:
-        print_json(
-            args, json.dumps({"machine": _bench.machine(), "rows": [r.to_dict() for r in rows]}, indent=2)
-        )
-        return EXIT_OK
+        rows += _programs.bench_startup(repeat=3 if args.quick else 7)
+    return rows
+
+
+def _print_rows(rows: list[Any], m: dict[str, Any]) -> None:
     from opzoo._table import text_table
 
     table = [
@@ -118,9 +127,7 @@ def run_bench(args: argparse.Namespace) -> int:
     print(
         text_table(("SECTION", "NAME", "SIZE / WHAT", "OPZOO", "BASELINE", "RATIO"), table, wrap_last=False)
     )
-    m = _bench.machine()
     print(f"\nmeasured on {m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads)")
-    return EXIT_OK
 
 
 def _parse_sizes(text: str) -> list[int]:

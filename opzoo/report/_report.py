@@ -9,6 +9,7 @@ surrogate's derivative beside the true one). ``mutation=True`` adds the mutation
 
 Images are PNGs in ``data:`` URIs and the styles are inline: the file needs no server, no network
 and no other file. matplotlib is optional (the ``train`` extra); :func:`pyplot` says how to get it.
+This module is the page; the figures are drawn by ``_figures``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import base64
 import datetime
 import html
 import io
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -27,11 +27,10 @@ import torch
 from opzoo import _files
 from opzoo.core._registry import OpSpec, Registry
 from opzoo.exceptions import ConfigError, one_line
+from opzoo.report._figures import derivative_figure, histogram_figure, shown_k
 
 #: The one line a missing matplotlib gets (the CLI prefixes ``opzoo: error:``).
 NEEDS_MATPLOTLIB = "opzoo report needs matplotlib: pip install 'opzoo[train]'"
-#: Points of the grid an elementwise op is plotted on (declared kinks and 0 are added to it).
-GRID = 801
 
 
 def pyplot() -> Any:
@@ -209,7 +208,7 @@ def _op_section(
     plots = 0
     if _plottable(spec):
         try:
-            parts.append(_img(_derivative_figure(plt, spec, failed), f"{spec.name}: forward and derivatives"))
+            parts.append(_img(derivative_figure(plt, spec, failed), f"{spec.name}: forward and derivatives"))
             plots += 1
         except Exception as exc:  # the op's own code, on a grid the checks never drew
             parts.append(f"<p class=note>no plot: {_e(one_line(exc, with_type=True))}</p>")
@@ -220,7 +219,7 @@ def _op_section(
         return "\n".join(parts), plots
     if errors.backward:
         parts.append(_error_table(errors))
-        parts.append(_img(_histogram_figure(plt, errors), f"{spec.name}: error histograms"))
+        parts.append(_img(histogram_figure(plt, errors), f"{spec.name}: error histograms"))
         plots += 1
     for note in errors.notes:
         parts.append(f"<p class=note>{_e(note)}</p>")
@@ -255,185 +254,11 @@ def _error_table(errors: Any) -> str:
         shown = "-" if limit is None else f"{limit:g}"
         beyond = "-" if limit is None or excess is None else f"{excess:.3g}"
         rows.append(
-            f"<tr><td>{name}</td><td>{k.numel()}</td><td>{_k(worst)}</td><td>{beyond}</td><td>{shown}</td>"
-            f"<td>{_k(errors.worst(name, 'forward'))}</td></tr>"
+            f"<tr><td>{name}</td><td>{k.numel()}</td><td>{shown_k(worst)}</td><td>{beyond}</td><td>{shown}</td>"
+            f"<td>{shown_k(errors.worst(name, 'forward'))}</td></tr>"
         )
     return (
         f"<p class=note>errors against {_e(errors.oracle)}</p>\n<table><tr><th>dtype</th>"
         "<th>gradient elements</th><th>worst k</th><th>worst k - 2 k(torch's own)</th><th>budget</th>"
         f"<th>forward's worst k</th></tr>{''.join(rows)}</table>"
     )
-
-
-def _k(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
-
-
-# -- figures --------------------------------------------------------------------------------------
-
-
-def _histogram_figure(plt: Any, errors: Any) -> Any:
-    """One panel per dtype: the gradient elements' k on a log scale, the budget marked."""
-    from opzoo.testing.checks._budget import BUDGETS
-
-    names = list(errors.backward)
-    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names) + 0.6, 2.6), dpi=80, squeeze=False)
-    low = -3.0
-    for ax, name in zip(axes[0], names):
-        k = errors.backward[name].double()
-        finite = k[k.isfinite()]
-        logs = finite.clamp(min=10**low).log10().numpy()
-        top = max(3.0, float(logs.max()) if len(logs) else 3.0)
-        ax.hist(logs, bins=40, range=(low, top), color="#4c72b0", log=True)
-        ax.set_ylim(0.5, 2.0 * max(len(logs), 1))  # autoscaling squeezes a lone bar to a sliver
-        limit = BUDGETS.get(getattr(torch, name))
-        if limit is not None:
-            ax.axvline(math.log10(limit), color="#c44e52", linestyle="--", label=f"budget {limit:g}")
-            ax.legend(fontsize=7, loc="upper right")
-        worst = errors.worst(name)
-        ax.set_title(f"{name}: worst k {_k(worst)}", fontsize=9)
-        ax.set_xlabel("log10 k (k < 1e-3 at -3)", fontsize=8)
-        ax.tick_params(labelsize=7)
-        if k.numel() > finite.numel():
-            ax.text(
-                0.02, 0.95, f"{k.numel() - finite.numel()} not finite", transform=ax.transAxes, fontsize=7
-            )
-    axes[0][0].set_ylabel("gradient elements", fontsize=8)
-    fig.suptitle(f"{errors.op}: |g - g64| / (eps * scale) per gradient element", fontsize=9)
-    fig.tight_layout()
-    return fig
-
-
-def _derivative_figure(plt: Any, spec: OpSpec, failed: list[Any]) -> Any:
-    """The forward above; below, the hand-written backward, the oracle's derivative (and for a
-    surrogate op the declared surrogate's and the true derivative); kinks and failures marked."""
-    from opzoo.testing.checks._bound import bind, vjp
-    from opzoo.testing.checks._kinks import outputs_of
-    from opzoo.testing.checks._onesided import Probe
-    from opzoo.testing.strategies import KINK_MARGIN, domain_box
-
-    params = spec.contract.defaults()
-    op = bind(spec, params)
-    lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
-    declared = sorted(k for k in spec.contract.kinks_at(params) if lo <= k <= hi)
-    extra = [v for v in (0.0, *declared) if lo < v < hi]
-    x = torch.cat(
-        [torch.linspace(lo, hi, GRID, dtype=torch.float64), torch.tensor(extra, dtype=torch.float64)]
-    )
-    x = torch.unique(x)  # sorted
-    with torch.no_grad():
-        y = outputs_of(op)(x)[0]
-    backward = vjp(op, (x,), (torch.ones_like(y),))[1][0]
-    oracle, label = _oracle_slope(op, x)
-    kinds = Probe(outputs_of(op), (x,), diagonal=True).kind.reshape(x.shape)
-    rough = kinds != 0  # 0: smooth (_onesided.KINDS)
-    detected = [v for v in x[rough].tolist() if all(abs(v - k) > 1e-9 for k in declared)]
-
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 4.6), dpi=80, sharex=True)
-    xs = x.numpy()
-    top.plot(xs, y.numpy(), color="#222", linewidth=1.3, label="forward")
-    top.set_ylabel("f(x)", fontsize=8)
-    surrogate = spec.contract.surrogate is not None
-    name = "backward (the surrogate)" if surrogate else "backward (hand-written)"
-    bottom.plot(xs, backward.numpy(), color="#4c72b0", linewidth=2.2, label=name)
-    if oracle is not None:
-        bottom.plot(xs, oracle.numpy(), color="#dd8452", linewidth=1.2, linestyle="--", label=label)
-    if surrogate:
-        declared_slope = _surrogate_slope(op, x)
-        if declared_slope is not None:
-            bottom.plot(
-                xs,
-                declared_slope.numpy(),
-                color="#55a868",
-                linewidth=1.0,
-                linestyle=":",
-                label="the declared surrogate's derivative",
-            )
-    for ax in (top, bottom):
-        for i, k in enumerate(declared):
-            ax.axvline(
-                k,
-                color="#8172b2",
-                linestyle="--",
-                linewidth=0.8,
-                label="declared kink" if i == 0 and ax is bottom else None,
-            )
-        for i, k in enumerate(detected[:20]):
-            ax.axvline(
-                k,
-                color="#937860",
-                linestyle=":",
-                linewidth=0.8,
-                label="detected kink" if i == 0 and ax is bottom else None,
-            )
-    marked = False
-    for r in failed:
-        w = r.worst or {}
-        if isinstance(w.get("x"), float) and math.isfinite(w["x"]) and lo <= w["x"] <= hi:
-            value = w.get("analytic")
-            if isinstance(value, float) and math.isfinite(value):
-                bottom.plot(
-                    [w["x"]],
-                    [value],
-                    "x",
-                    color="#c44e52",
-                    markersize=9,
-                    mew=2,
-                    label=None if marked else "failing example",
-                )
-            else:
-                bottom.axvline(
-                    w["x"], color="#c44e52", linewidth=1.2, label=None if marked else "failing example"
-                )
-            marked = True
-    bottom.set_ylabel("df/dx", fontsize=8)
-    bottom.set_xlabel("x (the range the checks draw from)", fontsize=8)
-    bottom.legend(fontsize=7, loc="best")
-    top.set_title(f"{spec.name} {params if params else ''}".strip(), fontsize=9)
-    for ax in (top, bottom):
-        ax.grid(True, alpha=0.3)
-        ax.tick_params(labelsize=7)
-    fig.tight_layout()
-    return fig
-
-
-def _oracle_slope(op: Any, x: torch.Tensor) -> tuple[torch.Tensor | None, str]:
-    """The derivative to set beside the backward, and what it is: autograd of the declared
-    reference, else of the forward, else central differences (a surrogate op: the forward's true
-    derivative, by central differences where the reference has none)."""
-    from opzoo.testing.checks import _oracles, _reference
-    from opzoo.testing.running._errors import no_autograd_oracle
-
-    ones = torch.ones_like(x)
-    spec = op.spec
-    if spec.contract.reference is not None and spec.contract.surrogate is None:
-        grads = _reference._ref_vjp(_reference.reference_of(op), (x,), (ones,))[1]
-        return grads[0], "autograd of the declared reference"
-    if no_autograd_oracle(spec) is None:
-        leaf = x.detach().clone().requires_grad_()
-        outs = _oracles._forward_outputs(op, (leaf,))
-        if outs is not None and outs[0].requires_grad:
-            (g,) = torch.autograd.grad(outs[0], leaf, ones, allow_unused=True)
-            if g is not None:
-                return g.detach(), "autograd of the forward"
-    h = 1e-6
-    with torch.no_grad():
-        fd = (op(x + h) - op(x - h)) / (2 * h)
-    label = "true derivative (central differences)"
-    if spec.contract.surrogate is not None:
-        fd = torch.where(fd.abs() > 1e3, torch.nan, fd)  # a jump: no derivative to draw
-        label += "; none at the jumps"
-    return fd, label
-
-
-def _surrogate_slope(op: Any, x: torch.Tensor) -> torch.Tensor | None:
-    """The declared surrogate's autograd derivative, where it has one."""
-    surrogate = op.spec.contract.surrogate
-    params = op.params
-    leaf = x.detach().clone().requires_grad_()
-    out = op.calling(lambda *ts: surrogate(*ts, **params))(leaf)
-    out = out[0] if isinstance(out, tuple) else out
-    if not out.requires_grad:
-        return None
-    (g,) = torch.autograd.grad(out, leaf, torch.ones_like(out), allow_unused=True)
-    return None if g is None else g.detach()

@@ -8,7 +8,7 @@ activations rank (:meth:`Comparison.ranking`) and what table ``opzoo train`` pri
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, overload
 
@@ -16,13 +16,18 @@ from opzoo import _lifetime
 from opzoo.exceptions import ConfigError, ParamError
 from opzoo.nn import params_of
 from opzoo.trainer import _preflight, _trainer
+from opzoo.trainer._config import TrainConfig
+from opzoo.trainer._data import make_data
 from opzoo.trainer._network import build
-from opzoo.trainer._trainer import TrainConfig, TrainResult
+from opzoo.trainer._trainer import TrainResult
 
 if TYPE_CHECKING:
     from opzoo.core._registry import Registry
 
 Row = tuple[str, ...]
+#: Runs of `seeds` N at most: each is a whole training run, so ten thousand is already days (1e11
+#: seeds was a MemoryError).
+MAX_SEEDS = 10_000
 
 
 class Spread(NamedTuple):
@@ -183,31 +188,15 @@ def compare(
     """
     config = _trainer.config_for(**overrides) if config is None else replace(config, **overrides)
     names = [config.activation] if activations is None else _names(activations)
-    seed_list = None if seeds is None else _seeds(seeds)
-    if seed_list is not None:
-        if config.seed is not None:
-            raise ConfigError("`seeds` runs each of its seeds; leave out `seed`")
-        for what in ("checkpoint", "resume"):
-            if getattr(config, what):
-                raise ConfigError(f"`{what}` takes one run, not `seeds`")
-    elif config.checkpoint or config.resume:
-        raise ConfigError("`checkpoint` and `resume` take one activation, not a comparison")
+    seed_list = None if seeds is None else seed_list_of(seeds)
+    check_comparable(vars(config), seed_list)
     configs = [config] if seed_list is None else [replace(config, seed=s) for s in seed_list]
     for each in configs:
         _preflight.check(each)
-    # Each activation gets the act_args values it takes; a value no activation takes is an error.
-    own = {
-        name: {k: v for k, v in config.act_args.items() if k in params_of(name, registry=registry)}
-        for name in names
-    }
-    unused = sorted(set(config.act_args) - {k for args in own.values() for k in args})
-    if unused:
-        raise ParamError(f"no activation among {', '.join(names)} takes parameter {unused[0]!r}")
-    for name in names:  # fail on a bad name or value before any training starts
-        build(name, own[name], linear=config.linear, loss=config.loss, registry=registry)
+    own = _own_args(config, names, registry)
     runs = []
     for seeded in configs:
-        data = _trainer.make_data(seeded)
+        data = make_data(seeded)
         for name in names:
             log = _log_of(on_log, name, None if seed_list is None else seeded.seed)
             # One activation diverging says something about it, not about the others: they go on.
@@ -226,6 +215,36 @@ def compare(
                 stop.results[:0] = runs
                 raise
     return Comparison(tuple(runs), None if seed_list is None else tuple(seed_list))
+
+
+def check_comparable(settings: Mapping[str, Any], seeds: list[int] | None) -> None:
+    """Refuse the settings a comparison does not take (``settings``: a config's, or those given):
+    a `seed` beside `seeds`, and a `checkpoint` or `resume`, which belong to one run."""
+    if seeds is not None:
+        if settings.get("seed") is not None:
+            raise ConfigError("`seeds` runs each of its seeds; leave out `seed`")
+        for what in ("checkpoint", "resume"):
+            if settings.get(what):
+                raise ConfigError(f"`{what}` takes one run, not `seeds`")
+    elif settings.get("checkpoint") or settings.get("resume"):
+        raise ConfigError("`checkpoint` and `resume` take one activation, not a comparison")
+
+
+def _own_args(
+    config: TrainConfig, names: list[str], registry: Registry | None
+) -> dict[str, dict[str, float]]:
+    """Each activation's share of ``act_args``, the values it takes; a value no activation takes is
+    an error, and so is a bad name or value: all before any training starts."""
+    own = {
+        name: {k: v for k, v in config.act_args.items() if k in params_of(name, registry=registry)}
+        for name in names
+    }
+    unused = sorted(set(config.act_args) - {k for args in own.values() for k in args})
+    if unused:
+        raise ParamError(f"no activation among {', '.join(names)} takes parameter {unused[0]!r}")
+    for name in names:
+        build(name, own[name], linear=config.linear, loss=config.loss, registry=registry)
+    return own
 
 
 def _log_of(
@@ -248,17 +267,21 @@ def _names(activations: Sequence[str] | str) -> list[str]:
     return names
 
 
-def _seeds(seeds: int | Sequence[int]) -> list[int]:
-    """The seeds of ``seeds``: a count N is 0..N-1; a sequence lists each seed once."""
+def seed_list_of(seeds: int | Sequence[int], *, shown: str | None = None) -> list[int]:
+    """The seeds of ``seeds``: a count N is 0..N-1 (at most MAX_SEEDS); a sequence lists each seed
+    once. ``shown``: the value as an error shows it (the command line's text), ``repr(seeds)`` by default."""
+    shown = repr(seeds) if shown is None else shown
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         if seeds <= 0:
-            raise ConfigError(f"`seeds` N must be a positive integer, got {seeds!r}")
+            raise ConfigError(f"`seeds` N must be a positive integer, got {shown}")
+        if seeds > MAX_SEEDS:
+            raise ConfigError(f"`seeds` N runs at most {MAX_SEEDS} seeds, got {shown}")
         return list(range(seeds))
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
-        raise ConfigError(f"`seeds` takes a count N or a list of seeds, got {seeds!r}")
+        raise ConfigError(f"`seeds` takes a count N or a list of seeds, got {shown}")
     listed = list(seeds)
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in listed):
-        raise ConfigError(f"`seeds` takes integers, got {seeds!r}")
+        raise ConfigError(f"`seeds` takes integers, got {shown}")
     if not listed or len(set(listed)) != len(listed):
-        raise ConfigError(f"`seeds` lists each seed once, got {seeds!r}")
+        raise ConfigError(f"`seeds` lists each seed once, got {shown}")
     return listed

@@ -1,20 +1,27 @@
-"""The trainer's data sets: the seed's random tensors, scikit-learn's digits, or a user's loader.
+"""What a run trains on: the seed's random tensors, scikit-learn's digits, or a user's loader, with
+the initial weights (:func:`make_data`), and the mini-batches of held-out data (:func:`batch_rows`).
 
-``random`` is drawn by the trainer itself (it must stay the seed program, float for float). Every other
-data set is a held-out classification task: train and test inputs, and one-hot targets, so that the
-seed's sum-of-squares loss applies unchanged and accuracy is the argmax of the prediction.
+``random`` is drawn as the seed program draws it, float for float. Every other data set is a
+held-out classification task: train and test inputs, and one-hot targets, so that the seed's
+sum-of-squares loss applies unchanged and accuracy is the argmax of the prediction.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
 from opzoo._records import PLUGIN_ERRORS
 from opzoo.exceptions import ConfigError, one_line
+from opzoo.trainer._preflight import DTYPES, resolve_device
+
+if TYPE_CHECKING:
+    from opzoo.trainer._config import TrainConfig
 
 #: The split of digits into train and test is fixed, whatever --seed: every run sees the same test set.
 SPLIT_SEED = 0
@@ -38,6 +45,58 @@ class Dataset:
     @property
     def d_out(self) -> int:
         return self.y.shape[1]
+
+
+def make_data(config: TrainConfig, device: torch.device | None = None) -> dict[str, torch.Tensor]:
+    """Draw x, y, w1, w2 exactly as the seed does, after ``torch.manual_seed(seed)`` if given, on
+    ``device`` (by default the config's).
+
+    With another ``data`` than random, x and y are its training set (and x_test, y_test its test
+    set); w1 and w2 are drawn as the seed draws them.
+    """
+    if config.seed is not None:
+        torch.manual_seed(config.seed)
+    device = resolve_device(config.device) if device is None else device
+    kw = {"device": device, "dtype": DTYPES[config.dtype]}
+    if config.data != "random":
+        return _held_out_data(config, kw)
+    x = torch.randn(config.batch, config.d_in, **kw)
+    y = torch.randn(config.batch, config.d_out, **kw)
+    w1 = torch.randn(config.d_in, config.hidden, **kw)
+    w2 = torch.randn(config.hidden, config.d_out, **kw)
+    return {"x": x, "y": y, "w1": w1, "w2": w2}
+
+
+def _held_out_data(config: TrainConfig, kw: dict[str, Any]) -> dict[str, torch.Tensor]:
+    ds = load(config.data)
+    if (config.d_in, config.d_out) != (ds.d_in, ds.d_out):
+        raise ConfigError(
+            f"data {config.data!r} has d-in={ds.d_in} and d-out={ds.d_out}, but the settings say "
+            f"d-in={config.d_in} and d-out={config.d_out}; leave them out"
+        )
+    # Drawn as the seed draws them, then scaled by 1/sqrt(fan-in): the seed's unit weights on
+    # standardised inputs give outputs of standard deviation ~sqrt(d_in * hidden / 2) (about 57 on
+    # digits) against one-hot targets, which no learning rate recovers from in a few epochs.
+    w1 = torch.randn(config.d_in, config.hidden, **kw) / math.sqrt(config.d_in)
+    w2 = torch.randn(config.hidden, config.d_out, **kw) / math.sqrt(config.hidden)
+    tensors = {"x": ds.x, "y": ds.y, "x_test": ds.x_test, "y_test": ds.y_test}
+    return {k: v.to(**kw) for k, v in tensors.items()} | {"w1": w1, "w2": w2}
+
+
+def batch_rows(config: TrainConfig, n: int, t: int) -> torch.Tensor:
+    """The rows of mini-batch ``t``: epochs of a fixed permutation each, drawn from the seed and the
+    epoch alone, so that a resumed run sees the same batches as an uninterrupted one."""
+    per_epoch = max(n // config.batch, 1)
+    epoch, i = divmod(t, per_epoch)
+    return _epoch_order(config.seed, n, epoch)[i * config.batch : (i + 1) * config.batch]
+
+
+@functools.lru_cache(maxsize=4)
+def _epoch_order(seed: int | None, n: int, epoch: int) -> torch.Tensor:
+    # Its own generator: the global RNG stays as the seed's program leaves it.
+    base = 0 if seed is None else seed
+    g = torch.Generator().manual_seed((base * 1_000_003 + epoch) % 2**63)
+    return torch.randperm(n, generator=g)
 
 
 def load(name: str) -> Dataset:

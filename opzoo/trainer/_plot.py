@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from opzoo import _files
 from opzoo.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from opzoo.trainer._config import TrainConfig
+    from opzoo.trainer._trainer import TrainResult
 
 
 def _pyplot() -> Any:
@@ -19,6 +23,21 @@ def _pyplot() -> Any:
     except ImportError:
         raise ConfigError("plot needs matplotlib: pip install 'opzoo[train]'") from None
     return plt
+
+
+def plot_runs(
+    path: str, config: TrainConfig, results: Sequence[TrainResult], *, seeds: int | None = None
+) -> None:
+    """Draw the losses of ``results``, trained with ``config``'s sizes: each run's curve, or with
+    ``seeds`` (a comparison over that many seeds) each activation's mean and band."""
+    title = f"opzoo train: N={config.batch}, D_in={config.d_in}, H={config.hidden}, lr={config.lr:g}"
+    if seeds is None:
+        plot_losses(path, [(r.label, r.losses) for r in results], title)
+        return
+    runs: dict[str, list[Sequence[float]]] = {}
+    for r in results:
+        runs.setdefault(r.label, []).extend([r.losses] if r.diverged_at is None else [])
+    plot_bands(path, list(runs.items()), f"{title}, {seeds} seeds")
 
 
 def plot_bands(path: str, runs: Sequence[tuple[str, Sequence[Sequence[float]]]], title: str) -> None:

@@ -21,14 +21,17 @@ if TYPE_CHECKING:
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
-def check(config: TrainConfig) -> None:
-    """Refuse ``config`` before its first step: its settings, then what this machine must provide."""
+def check(config: TrainConfig) -> torch.device:
+    """Refuse ``config`` before its first step: its settings, then what this machine must provide;
+    return the device it trains on."""
     config.validate()
     if config.checkpoint is not None:
         check_writable("checkpoint", config.checkpoint)
     if config.compile:
         check_compile_backend(config.compile_backend)
-    check_memory(config, resolve_device(config.device))
+    device = resolve_device(config.device)
+    check_memory(config, device)
+    return device
 
 
 def check_writable(what: str, path: str) -> None:

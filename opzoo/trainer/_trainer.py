@@ -8,29 +8,24 @@ steps of ``w -= lr * w.grad`` outside autograd, then the gradients zeroed.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 import time
 import warnings
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import torch
 
 from opzoo import _lifetime
 from opzoo.exceptions import ConfigError, ContractError, DivergedError
 from opzoo.nn import Activation, TorchActivation
-from opzoo.trainer import _checkpoint, _distributed, _preflight, _resume, _update
+from opzoo.trainer import _data, _distributed, _preflight, _process, _resume, _update
 from opzoo.trainer._compiled import compiled_step
-
-# The settings and the checkpoint helpers live in their own modules; importers of the trainer find
-# them here too (tests, the CLI).
 from opzoo.trainer._config import HELD_OUT_DEFAULTS, TrainConfig
 from opzoo.trainer._distributed import World
 from opzoo.trainer._network import build
-from opzoo.trainer._preflight import DTYPES, check_writable, resolve_device  # noqa: F401
-from opzoo.trainer._resume import read_checkpoint, saved_config  # noqa: F401
+from opzoo.trainer._preflight import DTYPES
 
 if TYPE_CHECKING:
     from opzoo.core._registry import Registry
@@ -81,64 +76,9 @@ def config_for(data: str = "random", **given: Any) -> TrainConfig:
     d_out), then the settings ``given``, which win."""
     defaults: dict[str, Any] = {}
     if data != "random":
-        from opzoo.trainer import _data
-
         ds = _data.load(data)
         defaults.update(HELD_OUT_DEFAULTS, d_in=ds.d_in, d_out=ds.d_out)
     return TrainConfig(data=data, **{**defaults, **given})
-
-
-def make_data(config: TrainConfig) -> dict[str, torch.Tensor]:
-    """Draw x, y, w1, w2 exactly as the seed does, after ``torch.manual_seed(seed)`` if given.
-
-    With another ``data`` than random, x and y are its training set (and x_test, y_test its test
-    set); w1 and w2 are drawn as the seed draws them.
-    """
-    if config.seed is not None:
-        torch.manual_seed(config.seed)
-    device, dtype = resolve_device(config.device), DTYPES[config.dtype]
-    kw = {"device": device, "dtype": dtype}
-    if config.data != "random":
-        return _held_out_data(config, kw)
-    x = torch.randn(config.batch, config.d_in, **kw)
-    y = torch.randn(config.batch, config.d_out, **kw)
-    w1 = torch.randn(config.d_in, config.hidden, **kw)
-    w2 = torch.randn(config.hidden, config.d_out, **kw)
-    return {"x": x, "y": y, "w1": w1, "w2": w2}
-
-
-def _held_out_data(config: TrainConfig, kw: dict[str, Any]) -> dict[str, torch.Tensor]:
-    from opzoo.trainer import _data
-
-    ds = _data.load(config.data)
-    if (config.d_in, config.d_out) != (ds.d_in, ds.d_out):
-        raise ConfigError(
-            f"data {config.data!r} has d-in={ds.d_in} and d-out={ds.d_out}, but the settings say "
-            f"d-in={config.d_in} and d-out={config.d_out}; leave them out"
-        )
-    # Drawn as the seed draws them, then scaled by 1/sqrt(fan-in): the seed's unit weights on
-    # standardised inputs give outputs of standard deviation ~sqrt(d_in * hidden / 2) (about 57 on
-    # digits) against one-hot targets, which no learning rate recovers from in a few epochs.
-    w1 = torch.randn(config.d_in, config.hidden, **kw) / math.sqrt(config.d_in)
-    w2 = torch.randn(config.hidden, config.d_out, **kw) / math.sqrt(config.hidden)
-    tensors = {"x": ds.x, "y": ds.y, "x_test": ds.x_test, "y_test": ds.y_test}
-    return {k: v.to(**kw) for k, v in tensors.items()} | {"w1": w1, "w2": w2}
-
-
-def _batch_rows(config: TrainConfig, n: int, t: int) -> torch.Tensor:
-    """The rows of mini-batch ``t``: epochs of a fixed permutation each, drawn from the seed and the
-    epoch alone, so that a resumed run sees the same batches as an uninterrupted one."""
-    per_epoch = max(n // config.batch, 1)
-    epoch, i = divmod(t, per_epoch)
-    return _epoch_order(config.seed, n, epoch)[i * config.batch : (i + 1) * config.batch]
-
-
-@functools.lru_cache(maxsize=4)
-def _epoch_order(seed: int | None, n: int, epoch: int) -> torch.Tensor:
-    # Its own generator: the global RNG stays as the seed's program leaves it.
-    base = 0 if seed is None else seed
-    g = torch.Generator().manual_seed((base * 1_000_003 + epoch) % 2**63)
-    return torch.randperm(n, generator=g)
 
 
 def accuracy(net: Any, data: Mapping[str, torch.Tensor], w1: torch.Tensor, w2: torch.Tensor) -> float:
@@ -188,11 +128,10 @@ def run(
     with contextlib.ExitStack() as stack:
 
         def prepare() -> _Prepared:
-            _preflight.check(config)
+            device = _preflight.check(config)
             resolved = _resolved(config)
-            for context in (_writer_lock, _determinism, _small_batches):
-                stack.enter_context(context(resolved))
-            return _prepare(resolved, registry, data, world)
+            _process.scoped(stack, resolved, device)
+            return _prepare(resolved, device, registry, data, world)
 
         ready = prepare() if world is None else _distributed.agree(world, prepare)
         return _train(ready, on_log, warn, progress, stop_on_divergence)
@@ -205,71 +144,6 @@ def _resolved(config: TrainConfig) -> TrainConfig:
         checkpoint=config.checkpoint and os.path.abspath(config.checkpoint),
         resume=config.resume and os.path.abspath(config.resume),
     )
-
-
-@contextlib.contextmanager
-def _writer_lock(config: TrainConfig) -> Iterator[None]:
-    if config.checkpoint is None:
-        yield
-        return
-    with _checkpoint.lock(config.checkpoint):
-        yield
-
-
-@contextlib.contextmanager
-def _small_batches(config: TrainConfig) -> Iterator[None]:
-    """Mini-batches of held-out data on the CPU run on one intra-op thread, restored afterwards.
-
-    A 64x64 by 64x100 product is too small to split: on this 2-core machine shared with other jobs,
-    two threads ran digits at 10-20 steps/s against 2,600 with one (they spin waiting for each other).
-    The seed's random data keeps torch's setting, so its run is unchanged.
-    """
-    if config.data == "random" or resolve_device(config.device).type != "cpu":
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-@contextlib.contextmanager
-def _determinism(config: TrainConfig) -> Iterator[None]:
-    """With ``deterministic``: MKL's reproducible mode, one intra-op thread, deterministic kernels.
-
-    Without it, a float32 matmul's rounding depends on the code path MKL picks at run time (unset
-    ``MKL_CBWR`` and ``MKL_CBWR=AVX2`` part in the fifth digit after 1500 Adam steps) and, on large
-    sizes, on how many threads split a reduction. MKL reads ``MKL_CBWR`` at its first call, so this
-    takes full effect in a fresh process (as ``opzoo train`` is); the threads and kernels are
-    restored afterwards.
-    """
-    if not config.deterministic:
-        yield
-        return
-    # Conditional numerical reproducibility on this CPU's own code path; STRICT drops its need for
-    # 64-byte aligned arrays. Overridden, not defaulted: any other setting is another code path.
-    # The variables are put back afterwards too: a child process started later (a test's next
-    # subprocess, say) must not silently inherit another MKL code path.
-    saved_env = {k: os.environ.get(k) for k in ("MKL_CBWR", "CUBLAS_WORKSPACE_CONFIG")}
-    os.environ["MKL_CBWR"] = "AUTO,STRICT"
-    if resolve_device(config.device).type == "cuda":
-        # cuBLAS is deterministic only with a fixed workspace, read when its first handle is made.
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    threads, algorithms = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(algorithms)
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @dataclass
@@ -288,6 +162,7 @@ class _Prepared:
 
 def _prepare(
     config: TrainConfig,
+    device: torch.device,
     registry: Registry | None,
     data: Mapping[str, torch.Tensor] | None,
     world: World | None,
@@ -298,8 +173,7 @@ def _prepare(
         _resume.check_resumable(config, state, net.act)
         data = state["data"]
     elif data is None:
-        data = make_data(config)
-    device = resolve_device(config.device)
+        data = _data.make_data(config, device)
     x, y = data["x"].to(device), data["y"].to(device)
     w1 = data["w1"].detach().clone().to(device).requires_grad_()
     w2 = data["w2"].detach().clone().to(device).requires_grad_()
@@ -332,7 +206,7 @@ def _prepare(
 
         def loss_at(t: int) -> tuple[torch.Tensor | None, float]:
             if held_out:
-                rows = _batch_rows(config, len(x), t).to(device)
+                rows = _data.batch_rows(config, len(x), t).to(device)
                 loss = net(x[rows], y[rows], w1, w2)
             else:
                 loss = net(x, y, w1, w2)
@@ -356,13 +230,13 @@ def _distributed_loss(
     held_out = config.data != "random"
     _distributed.check_batch(world, min(config.batch, len(x)) if held_out else len(x))
     if config.loss is not None:
-        first = _batch_rows(config, len(x), 0).to(device) if held_out else slice(None)
+        first = _data.batch_rows(config, len(x), 0).to(device) if held_out else slice(None)
         _distributed.check_additive(world, net, x[first], y[first], w1, w2)
     model = _distributed.data_parallel(net, w1, w2, str(device))
 
     def loss_at(t: int) -> tuple[torch.Tensor | None, float]:
         if held_out:
-            rows = _distributed.shard(world, _batch_rows(config, len(x), t)).to(device)
+            rows = _distributed.shard(world, _data.batch_rows(config, len(x), t)).to(device)
             loss = model(x[rows], y[rows])
         else:
             loss = model(_distributed.shard(world, x), _distributed.shard(world, y))
