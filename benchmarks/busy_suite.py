@@ -6,7 +6,7 @@
 Starts one process that spins on a core for the whole time (CI's machine is shared and loaded),
 then runs the README's test command (`python3 dev.py test`) N times (default 5), as CI does
 (`CI=true`). Prints each run's wall time and pytest's summary line, and exits 1 if any run failed.
-The result goes into docs/testing.md ("No flakes").
+The result goes into docs/records/testing.md ("No flakes").
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Prints, per run, its wall time and whether every (op, property) verdict equals t
 1 if any differs. Each run after the first checks the ops in another order (rotated by one op per
 run), so that an op's verdict is shown not to depend on what ran before it in the process. With op
 names among the options, only those are checked (give options as `--name=value`). The result goes
-into docs/testing.md ("No flakes").
+into docs/records/testing.md ("No flakes").
 """
 
 from __future__ import annotations

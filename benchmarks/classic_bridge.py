@@ -1,10 +1,10 @@
 """What bridging a classic forward(ctx, ...) Function costs in eager mode: its setup_context runs
-forward again (docs/library.md, "Classic Functions").
+forward again (docs/library.md, "Classic Functions"; the record: docs/records/library.md).
 
 One swish, written twice: classic (forward saves x and sigmoid(x)) and setup_context form
 (setup_context computes sigmoid(x) again, as that form must). Forward+backward in float32 on one
 thread, through ``Function.apply`` and through ``torch.ops.opzoo``, alternated after a warm-up;
-medians of the per-call time. Prints a markdown table for docs/library.md.
+medians of the per-call time. Prints a markdown table for docs/records/library.md.
 
     .venv/bin/python benchmarks/classic_bridge.py
 """

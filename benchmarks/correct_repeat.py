@@ -12,7 +12,7 @@ gradient spike), registered by class in a private registry, every property, `ci`
 `opzoo check`'s default workers. Each run after the first checks them in another order (rotated by
 one op per run). Prints, per run, its wall time and whether every verdict is the first run's, and
 whether any check failed; exits 1 if a verdict changed or a correct op failed. The result goes into
-docs/testing.md ("No flakes").
+docs/records/testing.md ("No flakes").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ sees under the ci profile (50 derandomized examples, the fixed and the edge inpu
 ``opzoo.testing.running._errors``), and prints a Markdown table: the elements measured, the worst ``k``, the
 worst ``k - 2 k_par`` (what the budget holds the op to; ``k_par`` is torch's own reference computed
 in that dtype) and the budget. The output, with the date and commit it prints first, goes into
-docs/testing.md ("Error budgets").
+docs/records/testing.md ("Error budgets, per op").
 """
 
 from __future__ import annotations

@@ -18,14 +18,9 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import math
-import os
 import re
-import subprocess
 import sys
-import time
-from collections import Counter
 from datetime import date
 from pathlib import Path
 from typing import Any, Callable
@@ -34,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _record import Cause, cause_of, example, first_line, provenance  # noqa: E402
+from _record import Cause, Verdicts, check, provenance, skipped  # noqa: E402
 
 TORCH_DEFECT = "torch defect"
 OPZOO = "opzoo false alarm"
@@ -440,34 +435,9 @@ def main(argv: list[str]) -> int:
     import torch
 
     paths = [f"native_table:{name}" for name in native_table.OPS]
-    print(f"opzoo check --profile ci on {len(paths)} ops ...", file=sys.stderr)
-    began = time.perf_counter()
-    check = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "opzoo",
-            "check",
-            "--profile",
-            "ci",
-            "--device",
-            "cpu",
-            "-j",
-            str(args.jobs),
-            "--json",
-            *paths,
-        ],
-        cwd=HERE,
-        env={**os.environ, "PYTHONPATH": str(HERE)},
-        capture_output=True,
-        text=True,
-    )
-    seconds = time.perf_counter() - began
-    if check.returncode not in (0, 1):
-        sys.exit(f"opzoo check failed (exit {check.returncode}):\n{check.stderr[-2000:]}")
+    results, raw, seconds = check(sys.executable, paths, args.jobs)
     if args.json:
-        args.json.write_text(check.stdout)
-    results = json.loads(check.stdout)["results"]
+        args.json.write_text(raw)
     found = {key: dict(zip(("reproduced", "lines"), fn())) for key, fn in EVIDENCE.items()}
     doc, unexplained = render(native_table, results, found, seconds, args, torch.__version__)
     args.out.write_text(doc)
@@ -507,31 +477,14 @@ def render(
     """The doc, and one line per failure no cause explains."""
     from _describe import declared
 
-    by_op: dict[str, list[dict]] = {}
-    for r in results:
-        by_op.setdefault(r["op"].partition(":")[2], []).append(r)
-    seen: dict[str, list[tuple[str, dict]]] = {}
-    unexplained, rows = [], []
-    for name, (decl, why) in table.OPS.items():
-        rs = by_op.get(name, [])
-        fails = [r for r in rs if r["status"] == "fail"]
-        counts = Counter(r["status"] for r in rs)
-        cells = []
-        for r in fails:
-            cause = cause_of(CAUSES, name, r)
-            if cause is None:
-                unexplained.append(f"{name} {r['prop']}: {first_line(r['reason'])}{example(r)}")
-                cells.append(f"`{r['prop']}` (**unexplained**)")
-            else:
-                seen.setdefault(cause.key, []).append((name, r))
-                cells.append(f"`{r['prop']}` ([{cause.kind}](#{cause.key}))")
-        verdict = "green" if not fails else "red: " + ", ".join(cells)
-        call = call_of(decl.target.native)
-        rows.append(
-            f"| `{name}` | `{call}` | {declared(decl.contract)} | {why} | {verdict} "
-            f"({counts['pass']} pass, {counts['fail']} fail, {counts['skip']} skip) |"
-        )
-    reds = sorted(n for n, rs in by_op.items() if any(r["status"] == "fail" for r in rs))
+    verdicts = Verdicts(CAUSES, results)
+    rows = [
+        f"| `{name}` | `{call_of(decl.target.native)}` | {declared(decl.contract)} | {why} | "
+        f"{verdicts.cell(name)} |"
+        for name, (decl, why) in table.OPS.items()
+    ]
+    seen, unexplained = verdicts.seen, verdicts.unexplained
+    reds = sorted(verdicts.reds())
     defects = sorted({n for c in CAUSES if c.kind == TORCH_DEFECT for n, _ in seen.get(c.key, [])})
     out = [
         "# Torch's own derivatives, checked",
@@ -574,21 +527,8 @@ def render(
         "",
     ]
     for cause in CAUSES:
-        hits = seen.get(cause.key, [])
-        out += [f"### {cause.key}", "", f"**{cause.kind}.** {cause.summary}", ""]
-        if hits:
-            out += ["opzoo's report, per failing check:", ""]
-            out += [f"- `{n}` `{r['prop']}`: {first_line(r['reason'])}{example(r)}" for n, r in hits]
-        elif cause.fixed:
-            out.append(f"**Fixed**, and not seen in this run: {cause.fixed}")
-        else:
-            out.append("Not reached by this run's `ci` draws: no check failed for it.")
-        out += ["", f"Upstream: {cause.upstream}.", "", "Plain torch:", ""]
-        for key in cause.evidence:
-            ev = found[key]
-            out.append(f"- `{key}` ({'reproduced' if ev['reproduced'] else '**NOT reproduced**'}):")
-            out += [f"  - {line}" for line in ev["lines"]]
-        out.append("")
+        not_seen = "Not reached by this run's `ci` draws: no check failed for it."
+        out += verdicts.section(cause, found, not_seen, "Plain torch:")
     if unexplained:
         out += [
             "## Unexplained failures",
@@ -599,13 +539,7 @@ def render(
             *(f"- {line}" for line in unexplained),
             "",
         ]
-    skips = Counter((r["prop"], first_line(r["reason"])) for r in results if r["status"] == "skip")
-    out += ["## Skipped checks", "", "| property | reason | checks |", "| --- | --- | --- |"]
-    out += [
-        f"| `{p}` | {re.sub(r'op .[^ ]*. ', 'the op ', why).replace('|', '/')} | {n} |"
-        for (p, why), n in sorted(skips.items())
-    ]
-    out.append("")
+    out += skipped(results, lambda why: re.sub(r"op .[^ ]*. ", "the op ", why).replace("|", "/"))
     return "\n".join(out), unexplained
 
 

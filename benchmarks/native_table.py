@@ -96,21 +96,16 @@ sort = op(
     "(n)->(n)",
     params={"dim": Dim(), "descending": Param(False)},
 )
+#: the k of topk and kthvalue: 1 to 3 of at least 3 elements
+K_OF_N = {"params": {"k": Param(1, 1, 3)}, "min_sizes": {"n": 3}}
 topk = op(
     "topk",
     lambda x, k: torch.topk(x, k, dim=-1).values,
     "(n)->(k)",
-    params={"k": Param(1, 1, 3)},
-    min_sizes={"n": 3},
     output_sizes={"k": lambda k: k},
+    **K_OF_N,
 )
-kthvalue = op(
-    "kthvalue",
-    lambda x, k: torch.kthvalue(x, k, dim=-1).values,
-    "(n)->()",
-    params={"k": Param(1, 1, 3)},
-    min_sizes={"n": 3},
-)
+kthvalue = op("kthvalue", lambda x, k: torch.kthvalue(x, k, dim=-1).values, "(n)->()", **K_OF_N)
 median = op("median", lambda x: torch.median(x, dim=-1).values, "(n)->()", min_sizes={"n": 1})
 clamp_scalar = op(
     "clamp_scalar",

@@ -24,7 +24,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections import Counter
 from datetime import date
 from pathlib import Path
@@ -33,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _record import Cause, cause_of, example, first_line, provenance  # noqa: E402
+from _record import Cause, Verdicts, check, provenance, skipped  # noqa: E402
 from _scratch_venv import ensure  # noqa: E402
 
 #: The packages and the versions the record pins (all install --no-deps and import with torch alone).
@@ -438,31 +437,8 @@ def main(argv: list[str]) -> int:
     facts = json.loads(probe.stdout.strip().splitlines()[-1])
     (args.venv / "last-evidence.json").write_text(json.dumps(facts, indent=1))
     paths = [f"real_world_ops:{name}" for name in facts["ops"]]
-    print(f"opzoo check --profile ci on {len(paths)} ops ...", file=sys.stderr)
-    began = time.perf_counter()
-    check = run(
-        [
-            str(python),
-            "-m",
-            "opzoo",
-            "check",
-            "--profile",
-            "ci",
-            "--device",
-            "cpu",
-            "-j",
-            str(args.jobs),
-            "--timeout",
-            str(args.timeout),
-            "--json",
-            *paths,
-        ]
-    )
-    seconds = time.perf_counter() - began
-    if check.returncode not in (0, 1):
-        sys.exit(f"opzoo check failed (exit {check.returncode}):\n{check.stderr[-2000:]}")
-    (args.venv / "last-check.json").write_text(check.stdout)
-    results = json.loads(check.stdout)["results"]
+    results, raw, seconds = check(str(python), paths, args.jobs, "--timeout", str(args.timeout))
+    (args.venv / "last-check.json").write_text(raw)
     doc, unexplained = render(facts, results, seconds, args)
     args.out.write_text(doc)
     print(
@@ -477,32 +453,14 @@ def render(
     facts: dict, results: list[dict], seconds: float, args: argparse.Namespace
 ) -> tuple[str, list[str]]:
     """The doc, and one line per failure no cause explains."""
-    by_op: dict[str, list[dict]] = {}
-    for r in results:
-        by_op.setdefault(r["op"].partition(":")[2], []).append(r)
-    seen: dict[str, list[tuple[str, dict]]] = {}
-    unexplained = []
-    rows = []
-    for name, info in facts["ops"].items():
-        rs = by_op.get(name, [])
-        fails = [r for r in rs if r["status"] == "fail"]
-        counts = Counter(r["status"] for r in rs)
-        cells = []
-        for r in fails:
-            cause = cause_of(CAUSES, name, r)
-            if cause is None:
-                unexplained.append(f"{name} {r['prop']}: {first_line(r['reason'])}")
-                cells.append(f"`{r['prop']}` (**unexplained**)")
-            else:
-                seen.setdefault(cause.key, []).append((name, r))
-                cells.append(f"`{r['prop']}` ([{cause.kind}](#{cause.key}))")
-        verdict = "green" if not fails else "red: " + ", ".join(cells)
-        tally = f"{counts['pass']} pass, {counts['fail']} fail, {counts['skip']} skip"
-        rows.append(
-            f"| `{name}` | {info['package']} {info['version']} | `{info['path']}` | {info['form']} | "
-            f"{info['declared']}{'; ' + info['note'] if info['note'] else ''} | {verdict} ({tally}) |"
-        )
-    reds = {n for n, rs in by_op.items() if any(r["status"] == "fail" for r in rs)}
+    verdicts = Verdicts(CAUSES, results)
+    rows = [
+        f"| `{name}` | {info['package']} {info['version']} | `{info['path']}` | {info['form']} | "
+        f"{info['declared']}{'; ' + info['note'] if info['note'] else ''} | {verdicts.cell(name)} |"
+        for name, info in facts["ops"].items()
+    ]
+    seen, unexplained = verdicts.seen, verdicts.unexplained
+    reds = verdicts.reds()
     # Each red op counted once, under the most serious of its causes.
     worst = Counter()
     for name in reds:
@@ -560,34 +518,12 @@ def render(
         "",
     ]
     for cause in CAUSES:
-        hits = seen.get(cause.key, [])
-        out += [f"### {cause.key}", "", f"**{cause.kind}.** {cause.summary}", ""]
-        if hits:
-            out += ["opzoo's report, per failing check:", ""]
-            out += [f"- `{name}` `{r['prop']}`: {first_line(r['reason'])}{example(r)}" for name, r in hits]
-        elif cause.fixed:
-            out.append(f"**Fixed**, and not seen in this run: {cause.fixed}")
-        else:
-            out.append("**Not seen in this run**: no check failed for it (the `ci` draws did not reach it).")
-        out += [
-            "",
-            f"Upstream: {cause.upstream}.",
-            "",
-            "Evidence (plain torch, the upstream Function called directly):",
-            "",
-        ]
-        for key in cause.evidence:
-            ev = facts["evidence"][key]
-            mark = "reproduced" if ev["reproduced"] else "**NOT reproduced**"
-            out.append(f"- `{key}` ({mark}):")
-            out += [f"  - {line}" for line in ev["lines"]]
-        out.append("")
+        not_seen = "**Not seen in this run**: no check failed for it (the `ci` draws did not reach it)."
+        evidence = "Evidence (plain torch, the upstream Function called directly):"
+        out += verdicts.section(cause, facts["evidence"], not_seen, evidence)
     if unexplained:
         out += ["## Unexplained failures", "", *(f"- {line}" for line in unexplained), ""]
-    skips = Counter((r["prop"], first_line(r["reason"])) for r in results if r["status"] == "skip")
-    out += ["## Skipped checks", "", "| property | reason | checks |", "| --- | --- | --- |"]
-    out += [f"| `{p}` | {_trim(why)} | {n} |" for (p, why), n in sorted(skips.items())]
-    out.append("")
+    out += skipped(results, _trim)
     return "\n".join(out), unexplained
 
 

@@ -1,15 +1,180 @@
 """Correct ops written the ordinary way, tutorial style, with no contract: each must pass every
 property (a false alarm on a correct op breaks the promise as badly as a missed bug). DECLARED holds
-correct ops written as upstream packages write them, with the contract declared from outside."""
+correct ops written as upstream packages write them, with the contract declared from outside.
+
+Here too, each written once, the correct ops that the suite's wrong ops (tests/wrong_ops.py) and its
+other tests start from: a wrong op is one of them with one thing broken."""
 
 from __future__ import annotations
 
+import importlib
 import math
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import torch
 from seed_program import MyReLU as SeedMyReLU
 
 import opzoo
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def plugin_module(folder: str, module: str) -> ModuleType:
+    """``module`` of the fixture plugin plugins/FOLDER, imported from its source, so that a test
+    starts from the plugin's own op rather than a copy of it. (The suite installs the fixture
+    plugins into private folders only, for the processes that load them by their entry points; the
+    source has no metadata, so importing it declares no entry point.)"""
+    if module not in sys.modules:
+        source = str(ROOT / "plugins" / folder)
+        sys.path.insert(0, source)
+        try:
+            importlib.import_module(module)
+        finally:
+            sys.path.remove(source)
+    return sys.modules[module]
+
+
+# -- the ops other tests start from ---------------------------------------------------------------
+
+#: ReLU with no contract, as the hostile fixture plugins export it (they misbehave only at import).
+PlainReLU = plugin_module("opzoo-hostile-fixtures", "opzoo_hostile._relu").ReLU
+#: (sin x, cos x), ()->(),(), with its reference: the general fixture plugin's op of two outputs.
+SinCos = plugin_module("opzoo-general-fixtures", "opzoo_general.ops").SinCos
+
+
+class ReLU(PlainReLU):
+    """ReLU declared as myrelu is: its gradient at the kink 0 is 1, and it has a second derivative."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0}, double_backward=True)
+
+
+class SavesOutput(torch.autograd.Function):
+    """Not an op: the frame of an op whose backward needs its output alone, saved."""
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+
+class Tanh(SavesOutput):
+    """tanh, no contract, its output saved."""
+
+    @staticmethod
+    def forward(x):
+        return torch.tanh(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y)  # d/dx tanh(x) = 1 - tanh(x)^2
+
+
+class DeclaredSquare(torch.autograd.Function):
+    """x * x in the setup_context form, declared as the README's plugin is: no jvp, no vmap rule."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.square, double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        return x * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2 * ctx.saved_tensors[0]
+
+
+class Softplus(torch.autograd.Function):
+    """softplus with its reference, a second derivative and a vmap rule (no jvp)."""
+
+    opzoo_contract = opzoo.Contract(reference=torch.nn.functional.softplus, double_backward=True)
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.sigmoid(x)  # d/dx softplus(x) = sigmoid(x)
+
+
+class Spike(torch.autograd.Function):
+    """A Heaviside step with the arctan surrogate atan(pi x) / pi, no contract: each test declares
+    the surrogate (or gets it wrong) its own way."""
+
+    @staticmethod
+    def forward(x):
+        return (x >= 0).to(x.dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / (1 + (math.pi * x) ** 2)  # d/dx atan(pi x)/pi
+
+
+class Binary(torch.autograd.Function):
+    """Not an op: the frame of an elementwise op of two tensors, (),()->(), its inputs saved."""
+
+    opzoo_contract = opzoo.Contract(signature="(),()->()")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+
+class Product(Binary):
+    """x * w, elementwise."""
+
+    @staticmethod
+    def forward(x, w):
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return (grad * w).sum_to_size(x.shape), (grad * x).sum_to_size(w.shape)
+
+
+class MatMul(torch.autograd.Function):
+    """x @ w with a second derivative and a vmap rule, its inputs saved for a jvp too (it has none)."""
+
+    opzoo_contract = opzoo.Contract(
+        signature="(n,k),(k,m)->(n,m)", reference=torch.matmul, double_backward=True
+    )
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, w):
+        return torch.matmul(x, w)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+        ctx.save_for_forward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return torch.matmul(grad, w.mT).sum_to_size(x.shape), torch.matmul(x.mT, grad).sum_to_size(w.shape)
+
+
+# -- correct ops written as tutorials write them --------------------------------------------------
 
 
 class Cube(torch.autograd.Function):
@@ -44,23 +209,11 @@ class Square(torch.autograd.Function):
         return grad * 2 * x
 
 
-class OnceDifferentiable(torch.autograd.Function):
+class OnceDifferentiable(Tanh):
     """tanh whose backward is marked once_differentiable: asking for a second derivative is an
     error, which is honest (a skip), not a failure."""
 
-    @staticmethod
-    def forward(x):
-        return torch.tanh(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(output)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return grad * (1 - y * y)
+    backward = staticmethod(torch.autograd.function.once_differentiable(Tanh.backward))
 
 
 class TanhClassmethod(torch.autograd.Function):
@@ -101,26 +254,6 @@ class CrossEntropy(torch.autograd.Function):
         return grad.unsqueeze(1) * (torch.softmax(X, dim=1) - onehot), None, None
 
 
-class SinCos(torch.autograd.Function):
-    """x -> (sin x, cos x): an op of two outputs."""
-
-    opzoo_contract = opzoo.Contract(signature="()->(),()")
-
-    @staticmethod
-    def forward(x):
-        return torch.sin(x), torch.cos(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad_sin, grad_cos):
-        (x,) = ctx.saved_tensors
-        # d/dx sin = cos, d/dx cos = -sin
-        return grad_sin * torch.cos(x) - grad_cos * torch.sin(x)
-
-
 #: name -> class; "seed_myrelu" is the seed tutorial's MyReLU, verbatim (tests/seed_program.py)
 CORRECT = {"cube": Cube, "square": Square, "once": OnceDifferentiable, "seed_myrelu": SeedMyReLU}
 
@@ -138,18 +271,12 @@ def _empty_max(x):
     return x.amax(-1)
 
 
-class TieSplitMax(torch.autograd.Function):
+class TieSplitMax(Binary):
     """max(x, y) whose backward splits a tie evenly; its forward's autograd gives a tie to x."""
-
-    opzoo_contract = opzoo.Contract(signature="(),()->()")
 
     @staticmethod
     def forward(x, y):
         return torch.where(x >= y, x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad):
@@ -202,18 +329,12 @@ class VectorNorm(torch.autograd.Function):
         return grad.unsqueeze(-1) * x / safe  # x / |x|; 0 at 0, inside the unit ball
 
 
-class AbsDiff(torch.autograd.Function):
+class AbsDiff(Binary):
     """|x - y|, the gradient 0 where x = y (a kink along x - y)."""
-
-    opzoo_contract = opzoo.Contract(signature="(),()->()")
 
     @staticmethod
     def forward(x, y):
         return (x - y).abs()
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad):
@@ -248,18 +369,12 @@ class ClampBetween(torch.autograd.Function):
         return gx.sum_to_size(x.shape), glo.sum_to_size(lo.shape), ghi.sum_to_size(hi.shape)
 
 
-class Atan2(torch.autograd.Function):
+class Atan2(Binary):
     """atan2(y, x): at the origin it jumps (nothing to check); its gradient there is nan."""
-
-    opzoo_contract = opzoo.Contract(signature="(),()->()")
 
     @staticmethod
     def forward(y, x):
         return torch.atan2(y, x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad):
@@ -268,19 +383,13 @@ class Atan2(torch.autograd.Function):
         return (grad * x / r2).sum_to_size(y.shape), (-grad * y / r2).sum_to_size(x.shape)
 
 
-class XLogY(torch.autograd.Function):
+class XLogY(Binary):
     """x log y (0 where x = 0): not finite near y = 0, nan for y < 0. Its derivative in x is log y,
     at x = 0 too (torch.xlogy's own backward gives 0 there, so that it is not nan at y = 0)."""
-
-    opzoo_contract = opzoo.Contract(signature="(),()->()")
 
     @staticmethod
     def forward(x, y):
         return torch.xlogy(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad):
@@ -340,19 +449,11 @@ def _triangle_primitive(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x < -1, 0.0, torch.where(x < 0, left, torch.where(x < 1, right, 1.0)))
 
 
-class TriangleSpike(torch.autograd.Function):
+class TriangleSpike(Spike):
     """A spike at 0 with a triangular surrogate gradient, differentiable twice: its second
     derivative (-sign(x) inside) has jumps at -1, 0 and 1, its surrogate's autograd a side of each."""
 
     opzoo_contract = opzoo.Contract(surrogate=_triangle_primitive, double_backward=True)
-
-    @staticmethod
-    def forward(x):
-        return (x >= 0).to(x.dtype)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, grad):
@@ -404,19 +505,9 @@ AT_KINKS = {
 # -- correct ops whose backward rounds differently on another path --------------------------------
 
 
-class RoundsByPath(torch.autograd.Function):
+class RoundsByPath(Product):
     """x * w whose backward computes x's gradient another way when w needs none (grad * 3 * w / 3):
     the same value but for rounding, as a BLAS kernel chosen by which gradients are needed may be."""
-
-    opzoo_contract = opzoo.Contract(signature="(),()->()")
-
-    @staticmethod
-    def forward(x, w):
-        return x * w
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad):
@@ -426,19 +517,9 @@ class RoundsByPath(torch.autograd.Function):
         return gx.sum_to_size(x.shape), (grad * x).sum_to_size(w.shape)
 
 
-class OneUlpApart(torch.autograd.Function):
+class OneUlpApart(Product):
     """x * w whose gradient for x is one unit in the last place larger when w needs none: the
     Intel Xeon case of the issue (2.339999999999998 against 2.339999999999999), by construction."""
-
-    opzoo_contract = opzoo.Contract(signature="(),()->()")
-
-    @staticmethod
-    def forward(x, w):
-        return x * w
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad):

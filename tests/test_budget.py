@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import correct_ops
 import torch
 import torch.nn.functional as F
 
@@ -17,16 +18,8 @@ def _softplus(off_in_float32: float) -> type:
     """softplus whose float32 backward is off by ``off_in_float32`` float32 eps (relative); exact in
     float64, so that only the float32 budget can tell."""
 
-    class Softplus(torch.autograd.Function):
+    class Softplus(correct_ops.Softplus):
         opzoo_contract = opzoo.Contract(reference=F.softplus, dtypes=("float64", "float32"))
-
-        @staticmethod
-        def forward(x):
-            return F.softplus(x)
-
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            ctx.save_for_backward(inputs[0])
 
         @staticmethod
         def backward(ctx, grad):

@@ -1,4 +1,5 @@
-"""The Python examples in the docs run as written."""
+"""The docs hold: their Python examples run as written, their links and the paths they name lead
+somewhere, the guides carry no records (hashes, dates), and the numbers they state are the code's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,20 @@ import pytest
 from conftest import ROOT
 
 DOCS = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+#: Pages that keep records (measured, dated, at a commit), apart from the guides.
+RECORDS = {"real-world.md", "native-ops.md"}
+#: Every page a reader may open: the guides, the records, and the READMEs of the repo and its parts.
+PAGES = sorted(
+    {
+        ROOT / "README.md",
+        ROOT / "ARCHITECTURE.md",
+        *(ROOT / "docs").rglob("*.md"),
+        *(ROOT / "benchmarks").glob("*.md"),
+        *(ROOT / "plugins").glob("*/README.md"),
+    }
+)
+#: The guides: the README and every docs page that is no record and is not generated.
+GUIDES = [ROOT / "README.md", *(ROOT / "docs" / d for d in DOCS if d not in RECORDS | {"ops.md"})]
 #: Pages with no Python example, and why.
 NO_EXAMPLES = {
     "ops.md": "a table generated from the registry (test_ops checks it is current)",
@@ -91,3 +106,66 @@ def test_readme_plugin_example_installs_and_checks(tmp_path):
     assert readme_run.returncode == 0, readme_run.stderr
     logged = [float(line.split()[1]) for line in readme_run.stdout.splitlines()]
     assert len(logged) == 5 and logged[-1] < 1e-4 * logged[0]
+
+
+def _prose(path):
+    """The page without its fenced code blocks (a link or a path shown as code output is not one)."""
+    return re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+
+
+def _anchors(path):
+    """The anchors GitHub gives the page's headings: lower case, punctuation dropped, spaces to
+    hyphens, a repeated one numbered."""
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#+ (.*)$", _prose(path), flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        yield slug if n == 0 else f"{slug}-{n}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_leads_somewhere(page):
+    """Each relative link of the page names a file or folder that exists, and its #anchor a heading
+    of the page it names."""
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", _prose(page)):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:: not ours to check
+            continue
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and file.suffix == ".md" and anchor not in set(_anchors(file)):
+            broken.append(f"{target}: no heading #{anchor} in {file.relative_to(ROOT)}")
+    assert not broken, broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_path_a_page_names_exists(page):
+    """A file of the repo named in the text (`opzoo/cli/_train.py`, tests/test_x.py) exists: a module
+    moved or renamed is not left behind in the docs."""
+    text = page.read_text()
+    named = re.findall(r"(?<![\w/.$-])((?:opzoo|tests|benchmarks|plugins|docs)/[\w./-]*[\w/])", text)
+    missing = sorted({n for n in named if not (ROOT / n).exists()})
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("page", GUIDES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_guides_carry_no_records(page):
+    """A guide says what opzoo does; when and at which commit something was measured belongs to a
+    record page (docs/records/, docs/real-world.md, docs/native-ops.md, benchmarks/RESULTS.md)."""
+    text = page.read_text()
+    dates = re.findall(r"\b20\d\d-[01]\d-[0-3]\d\b", text)
+    commits = [w for w in re.findall(r"\b(?:at|commit) ([0-9a-f]{7,40})\b", text) if re.search(r"\d", w)]
+    assert not dates and not commits, (dates, commits)
+
+
+def test_the_profiles_table_is_the_profiles():
+    """docs/testing.md's table of profiles gives each profile's number of examples as the code does."""
+    from opzoo.testing import PROFILES
+
+    text = (ROOT / "docs" / "testing.md").read_text()
+    table = text.split("| profile | examples |", 1)[1].split("\n\n", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)`[^|]* \| (\d+) \|", table, flags=re.M))
+    assert rows == {name: str(values["max_examples"]) for name, (_, values) in PROFILES.items()}

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 from conftest import FUNCTIONS, GENERAL, LEARNABLE, SURROGATE
+from correct_ops import DeclaredSquare, Softplus
+from correct_ops import Square as ClassicSquare
 from torch.autograd import forward_ad
 
 import opzoo
@@ -32,28 +33,7 @@ def _x(n: int = 9) -> torch.Tensor:
 # -- deliberately wrong ops -----------------------------------------------------------------------
 
 
-class _Softplus(torch.autograd.Function):
-    """softplus with a correct backward and a vmap rule."""
-
-    opzoo_contract = opzoo.Contract(reference=F.softplus, double_backward=True)
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x):
-        return F.softplus(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-        ctx.save_for_forward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * torch.sigmoid(x)  # d/dx softplus(x) = sigmoid(x)
-
-
-class WrongJvpSign(_Softplus):
+class WrongJvpSign(Softplus):
     """A correct backward, and a jvp with the wrong sign."""
 
     @staticmethod
@@ -62,7 +42,7 @@ class WrongJvpSign(_Softplus):
         return -tangent * torch.sigmoid(x)
 
 
-class JvpIgnoresTangent(_Softplus):
+class JvpIgnoresTangent(Softplus):
     """A jvp that returns the derivative alone, forgetting to multiply by the tangent."""
 
     @staticmethod
@@ -78,7 +58,7 @@ def _batched(grad: torch.Tensor) -> bool:
     return functorch.is_batchedtensor(grad) or functorch.is_legacy_batchedtensor(grad)
 
 
-class WrongWhenBatched(_Softplus):
+class WrongWhenBatched(Softplus):
     """A backward with a shortcut for batched grad_outputs (per-sample gradients) that sums them:
     every single grad_output, and so every older property, sees the correct branch."""
 
@@ -251,35 +231,17 @@ def test_tensors_are_saved_for_jvp_only_under_forward_mode():
 # -- the property's own branches ------------------------------------------------------------------
 
 
-class Square(torch.autograd.Function):
-    """The README's plugin: no jvp, no vmap rule."""
-
-    opzoo_contract = opzoo.Contract(reference=torch.square, double_backward=True)
-
-    @staticmethod
-    def forward(x):
-        return x * x
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 2 * ctx.saved_tensors[0]
-
-
 def test_an_op_without_jvp_or_vmap_rule_passes_when_asking_raises():
     """Without jvp and vmap rule, torch.func.jvp, dual tensors and vmap raise: forward_mode passes."""
     reg = opzoo.Registry()
-    reg.register(Square, name="square")
+    reg.register(DeclaredSquare, name="square")
     assert check_property(reg.info("square"), "forward_mode", profile="ci").status == "pass"
 
 
 def test_an_answer_without_jvp_or_vmap_rule_fails():
     """Where forward mode or vmap answers although the Function defines neither, the property fails."""
     reg = opzoo.Registry()
-    reg.register(Square, name="square")
+    reg.register(DeclaredSquare, name="square")
     op = bind(reg.info("square"), {})
     op.fn = lambda t, *_: t * t  # answers under every transform: not the Function's apply
     with pytest.raises(AssertionError, match="forward mode returned a value although the op defines no jvp"):
@@ -289,7 +251,7 @@ def test_an_answer_without_jvp_or_vmap_rule_fails():
 def test_a_vmap_without_rule_that_answers_fails(monkeypatch):
     """vmap answering for a Function without a vmap rule is a failure too."""
     reg = opzoo.Registry()
-    reg.register(Square, name="square")
+    reg.register(DeclaredSquare, name="square")
     op = bind(reg.info("square"), {})
     monkeypatch.setattr("opzoo.testing.checks._forward.defines_jvp", lambda target: True)
     op.fn = lambda t, *_: t * t
@@ -366,20 +328,6 @@ class ClassicJvpDropsATerm(_ClassicMatmul):
     def jvp(ctx, dx, dw):
         x, w = ctx.saved_tensors
         return dx @ w if dx.abs().sum() > 0 else x @ dw
-
-
-class ClassicSquare(torch.autograd.Function):
-    """x * x, classic, no jvp: dual tensors must raise."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * 2 * x
 
 
 class ClassicWrongWhenBatched(ClassicSquare):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import run_opzoo
-from correct_ops import Cube, RoundsByPath, SeedMyReLU, SinCos
+from correct_ops import Cube, RoundsByPath, SavesOutput, SeedMyReLU, SinCos
 
 import opzoo
 from opzoo.testing.mutation._mutants import MUTANTS
@@ -28,7 +28,7 @@ from opzoo.testing.mutation._mutate import (
 ROOT = Path(__file__).resolve().parent.parent
 
 
-class Sqrt(torch.autograd.Function):
+class Sqrt(SavesOutput):
     """sqrt on its domain, x > 0, which excludes negative inputs."""
 
     opzoo_contract = opzoo.Contract(domain=(0, math.inf))
@@ -36,10 +36,6 @@ class Sqrt(torch.autograd.Function):
     @staticmethod
     def forward(x):
         return torch.sqrt(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(output)
 
     @staticmethod
     def backward(ctx, grad):

@@ -9,27 +9,11 @@ import math
 import pytest
 import torch
 from conftest import ROOT, run_opzoo
+from correct_ops import Spike as _Spike
 from wrong_ops import WRONG
 
 import opzoo
 from opzoo.testing import check_property
-
-
-class _Spike(torch.autograd.Function):
-    """A Heaviside step with the arctan surrogate of the issue's example."""
-
-    @staticmethod
-    def forward(x):
-        return (x >= 0).to(x.dtype)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad / (1 + (math.pi * x) ** 2)  # d/dx atan(pi x)/pi
 
 
 def _spike(**contract):

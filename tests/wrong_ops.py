@@ -1,49 +1,38 @@
-"""Deliberately wrong ops: the property tests must catch each one with the right property."""
+"""Deliberately wrong ops: the property tests must catch each one with the right property. Most
+are a correct op of tests/correct_ops.py with one thing broken."""
 
+import dataclasses
 import math
 
 import torch
+from correct_ops import (
+    Binary,
+    DeclaredSquare,
+    MatMul,
+    PlainReLU,
+    Product,
+    ReLU,
+    SavesOutput,
+    SinCos,
+    Softplus,
+    Spike,
+    Tanh,
+)
 
 import opzoo
 
 
-class _ReLUBase(torch.autograd.Function):
-    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0}, double_backward=True)
-
-    @staticmethod
-    def forward(x):
-        return x.clamp(min=0)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0] >= 0)
-
-
-class WrongSign(_ReLUBase):
+class WrongSign(ReLU):
     """Backward with the wrong sign."""
 
     @staticmethod
     def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        return -grad * mask
+        (x,) = ctx.saved_tensors
+        return -grad * (x >= 0)
 
 
-def _smooth_reference(x):
-    return torch.nn.functional.softplus(x)
-
-
-class WrongOnPartOfDomain(torch.autograd.Function):
+class WrongOnPartOfDomain(Softplus):
     """softplus whose gradient is off by a factor only for x > 2."""
-
-    opzoo_contract = opzoo.Contract(reference=_smooth_reference, double_backward=True)
-
-    @staticmethod
-    def forward(x):
-        return torch.nn.functional.softplus(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, grad):
@@ -52,26 +41,22 @@ class WrongOnPartOfDomain(torch.autograd.Function):
         return grad * torch.sigmoid(x) * factor
 
 
-class IgnoresGradOutput(_ReLUBase):
+class IgnoresGradOutput(ReLU):
     """Returns the local derivative, forgetting to multiply by grad_output."""
 
     @staticmethod
     def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        return mask.to(grad.dtype)
+        (x,) = ctx.saved_tensors
+        return (x >= 0).to(grad.dtype)
 
 
-class WrongAtKink(_ReLUBase):
+class WrongAtKink(ReLU):
     """Declares gradient 1 at 0 but zeroes it there."""
 
     @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0] > 0)
-
-    @staticmethod
     def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        return grad * mask
+        (x,) = ctx.saved_tensors
+        return grad * (x > 0)
 
 
 class MutatesInput(torch.autograd.Function):
@@ -90,79 +75,45 @@ class MutatesInput(torch.autograd.Function):
         return grad * mask
 
 
-class ContiguousGradOnly(_ReLUBase):
+class ContiguousGradOnly(ReLU):
     """Reads grad_output's memory as if it were contiguous."""
 
     @staticmethod
     def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        raw = torch.as_strided(grad, mask.shape, torch.empty(mask.shape).stride())
-        return raw * mask
+        (x,) = ctx.saved_tensors
+        raw = torch.as_strided(grad, x.shape, torch.empty(x.shape).stride())
+        return raw * (x >= 0)
 
 
-class WrongDtype(_ReLUBase):
+class WrongDtype(ReLU):
     """Always returns float32."""
 
     @staticmethod
     def forward(x):
         return x.clamp(min=0).float()
 
-    @staticmethod
-    def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        return grad * mask
 
-
-class SilentlyWrongDoubleBackward(torch.autograd.Function):
+class SilentlyWrongDoubleBackward(DeclaredSquare):
     """x^2 whose backward detaches x: the second derivative comes out zero, silently."""
 
-    opzoo_contract = opzoo.Contract(reference=torch.square, double_backward=True)
-
-    @staticmethod
-    def forward(x):
-        return x * x
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         return grad * 2 * x.detach()
 
 
-class SilentlyDetachedUndeclared(torch.autograd.Function):
+class SilentlyDetachedUndeclared(SilentlyWrongDoubleBackward):
     """x^2, no contract at all, whose backward detaches x: asked for a Hessian, it answers 0."""
 
-    @staticmethod
-    def forward(x):
-        return x * x
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * 2 * x.detach()
+    opzoo_contract = None  # declares nothing
 
 
-class WrongSlopeSurrogate(torch.autograd.Function):
+class WrongSlopeSurrogate(Spike):
     """A spike whose arctan backward uses slope 2 where its surrogate atan(pi x)/pi has slope pi."""
 
     opzoo_contract = opzoo.Contract(
         reference=lambda x: (x >= 0).to(x.dtype), surrogate=lambda x: torch.atan(math.pi * x) / math.pi
     )
-
-    @staticmethod
-    def forward(x):
-        return (x >= 0).to(x.dtype)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, grad):
@@ -218,7 +169,7 @@ class STEDropsGradOutput(_STERoundBase):
         return torch.ones_like(grad)
 
 
-class OverflowingSurrogate(torch.autograd.Function):
+class OverflowingSurrogate(Spike):
     """A spike with a sigmoid surrogate whose backward, k e^(-kx) / (1 + e^(-kx))^2, is inf / inf =
     nan once e^(-kx) overflows (x < -22 in float32, x < -178 in float64)."""
 
@@ -227,52 +178,23 @@ class OverflowingSurrogate(torch.autograd.Function):
     )
 
     @staticmethod
-    def forward(x):
-        return (x >= 0).to(x.dtype)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
         e = torch.exp(-4 * x)
         return grad * 4 * e / (1 + e) ** 2
 
 
-class UndeclaredSTE(torch.autograd.Function):
+class UndeclaredSTE(_STERoundBase):
     """A straight-through round that does not declare its surrogate: gradient fails, with a hint."""
 
     opzoo_contract = opzoo.Contract(reference=torch.round)
-
-    @staticmethod
-    def forward(x):
-        return torch.round(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
 
     @staticmethod
     def backward(ctx, grad):
         return grad
 
 
-# op name -> (class, the property that must fail, a phrase its report must contain)
-class _Tanh(torch.autograd.Function):
-    """tanh, no contract: the blind-spot ops below start from it."""
-
-    @staticmethod
-    def forward(x):
-        return torch.tanh(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(output)
-
-
-class WrongOn0d(_Tanh):
+class WrongOn0d(Tanh):
     """Right, except on a 0-d tensor (a shape special case gone wrong)."""
 
     @staticmethod
@@ -282,7 +204,7 @@ class WrongOn0d(_Tanh):
         return grad * (2 * slope if y.dim() == 0 else slope)
 
 
-class WrongAboveFastPathSize(_Tanh):
+class WrongAboveFastPathSize(Tanh):
     """Right up to 4,096 elements; a 'fast path' above that forgets the square."""
 
     @staticmethod
@@ -293,7 +215,7 @@ class WrongAboveFastPathSize(_Tanh):
         return grad * (1 - y * y)
 
 
-class Float32Backward(_Tanh):
+class Float32Backward(Tanh):
     """A float64 backward computed in float32: 1e-8 relative error, inside gradcheck's tolerance
     (once_differentiable, as many hand-written backwards are: no second derivative to give it away)."""
 
@@ -321,7 +243,7 @@ class Float32BackwardClassic(torch.autograd.Function):
         return (grad.float() * (1 - y.float() * y.float())).to(grad.dtype)
 
 
-class Float32SoftmaxBackward(torch.autograd.Function):
+class Float32SoftmaxBackward(SavesOutput):
     """softmax over the last dimension whose float64 backward is computed in float32: not
     elementwise, so the autograd oracle's third opinion (finite differences along where the two
     gradients differ) is asked, and must side with the forward's autograd."""
@@ -333,10 +255,6 @@ class Float32SoftmaxBackward(torch.autograd.Function):
         return torch.softmax(x, dim=-1)
 
     @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(output)
-
-    @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
@@ -344,7 +262,7 @@ class Float32SoftmaxBackward(torch.autograd.Function):
         return (y32 * (g - (g * y32).sum(-1, keepdim=True))).to(grad.dtype)
 
 
-class BranchesOnValues(_ReLUBase):
+class BranchesOnValues(ReLU):
     """A right ReLU whose forward takes a shortcut when every input is positive: branching on a
     tensor's values is a graph break under torch.compile, and no op in a compiled model may have one."""
 
@@ -353,11 +271,6 @@ class BranchesOnValues(_ReLUBase):
         if bool((x > 0).all()):
             return x.clone()
         return x.clamp(min=0)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        return grad * mask
 
 
 class OverflowingBackward(torch.autograd.Function):
@@ -379,19 +292,9 @@ class OverflowingBackward(torch.autograd.Function):
         return grad * e / (1 + e) ** 2
 
 
-class NeedsInputGradSwapped(torch.autograd.Function):
+class NeedsInputGradSwapped(Product):
     """x * w (elementwise, two inputs) whose backward reads needs_input_grad at swapped indices:
     right when both inputs require grad, wrong when only one does."""
-
-    opzoo_contract = opzoo.Contract(signature="(),()->()")
-
-    @staticmethod
-    def forward(x, w):
-        return x * w
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad):
@@ -401,16 +304,8 @@ class NeedsInputGradSwapped(torch.autograd.Function):
         return gx, gw
 
 
-class WrongValueAtUndeclaredKink(torch.autograd.Function):
+class WrongValueAtUndeclaredKink(PlainReLU):
     """ReLU with no contract whose gradient at exactly 0 is 5: no valid subgradient."""
-
-    @staticmethod
-    def forward(x):
-        return x.clamp(min=0)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, grad):
@@ -418,30 +313,7 @@ class WrongValueAtUndeclaredKink(torch.autograd.Function):
         return grad * torch.where(x == 0, 5.0, (x > 0).to(grad.dtype))
 
 
-class _Matmul(torch.autograd.Function):
-    """x @ w with a correct backward and a vmap rule."""
-
-    opzoo_contract = opzoo.Contract(
-        signature="(n,k),(k,m)->(n,m)", reference=torch.matmul, double_backward=True
-    )
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x, w):
-        return torch.matmul(x, w)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-        ctx.save_for_forward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, w = ctx.saved_tensors
-        return torch.matmul(grad, w.mT).sum_to_size(x.shape), torch.matmul(x.mT, grad).sum_to_size(w.shape)
-
-
-class JvpDropsATerm(_Matmul):
+class JvpDropsATerm(MatMul):
     """A jvp that keeps only dx @ w when x has a tangent, and x @ dw when it has none: right for
     dual tensors on one input, wrong under torch.func.jvp, which gives every input a tangent
     (zeros where none is asked for). d(x @ w) = dx @ w + x @ dw needs both terms."""
@@ -452,27 +324,17 @@ class JvpDropsATerm(_Matmul):
         return torch.matmul(dx, w) if dx is not None else torch.matmul(x, dw)
 
 
-class _SinCos(torch.autograd.Function):
-    """(sin x, cos x) with a correct backward and a vmap rule: two outputs."""
+class _SinCos(SinCos):
+    """(sin x, cos x) with a correct backward, a second derivative and a vmap rule: two outputs, its
+    input saved for a jvp (the ones below, and test_forward's right one)."""
 
-    opzoo_contract = opzoo.Contract(
-        signature="()->(),()", reference=lambda x: (torch.sin(x), torch.cos(x)), double_backward=True
-    )
+    opzoo_contract = dataclasses.replace(SinCos.opzoo_contract, double_backward=True)
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x):
-        return torch.sin(x), torch.cos(x)
-
-    @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
+        SinCos.setup_context(ctx, inputs, output)
         ctx.save_for_forward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, gs, gc):
-        (x,) = ctx.saved_tensors
-        return gs * torch.cos(x) - gc * torch.sin(x)
 
 
 class JvpWrongOnSecondOutput(_SinCos):
@@ -484,7 +346,7 @@ class JvpWrongOnSecondOutput(_SinCos):
         return dx * torch.cos(x), dx * torch.sin(x)
 
 
-class OffReference(_ReLUBase):
+class OffReference(ReLU):
     """A ReLU shifted by 1e-3: backward consistent with its own forward, forward not the declared
     reference's."""
 
@@ -492,25 +354,10 @@ class OffReference(_ReLUBase):
     def forward(x):
         return x.clamp(min=0) + 1e-3
 
-    @staticmethod
-    def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        return grad * mask
 
-
-class WrongForNoncontiguousInput(torch.autograd.Function):
+class WrongForNoncontiguousInput(ReLU):
     """A ReLU whose backward takes a "fast path" for contiguous saved inputs and a wrong one (half
     again too large) for the rest."""
-
-    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0}, double_backward=True)
-
-    @staticmethod
-    def forward(x):
-        return x.clamp(min=0)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, grad):
@@ -518,14 +365,15 @@ class WrongForNoncontiguousInput(torch.autograd.Function):
         return grad * (x >= 0) * (1.0 if x.is_contiguous() else 1.5)
 
 
-class GradOutputAsScratch(_ReLUBase):
+class GradOutputAsScratch(ReLU):
     """Uses grad_output as scratch space to save an allocation: scales it in place and back (the
     values come back, but the caller's tensor was written), where its memory allows and nobody
     differentiates through it."""
 
     @staticmethod
     def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
+        mask = x >= 0
         if not grad.requires_grad and grad.is_contiguous() and grad.dim() and min(grad.stride()) > 0:
             grad.mul_(2.0)
             out = grad * mask / 2
@@ -534,7 +382,7 @@ class GradOutputAsScratch(_ReLUBase):
         return grad * mask
 
 
-class WrongStrides(torch.autograd.Function):
+class WrongStrides(ReLU):
     """ReLU that lays a matrix out column-major: values right, strides not what the signature's
     fake kernel (empty_like) promises, which compiled code asserts (assert_size_stride)."""
 
@@ -544,15 +392,6 @@ class WrongStrides(torch.autograd.Function):
     def forward(x):
         y = x.clamp(min=0)
         return y.mT.contiguous().mT if y.dim() >= 2 else y
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * (x >= 0)
 
 
 class WrongStridesClassic(torch.autograd.Function):
@@ -572,7 +411,7 @@ class WrongStridesClassic(torch.autograd.Function):
         return grad * (x >= 0)
 
 
-class CrashesOn1d(torch.autograd.Function):
+class CrashesOn1d(SavesOutput):
     """A softmax over the last dimension that crashes on 1-D input (a batch dimension assumed, as
     one published sparsemax does)."""
 
@@ -583,10 +422,6 @@ class CrashesOn1d(torch.autograd.Function):
         if x.dim() == 1:
             raise RuntimeError(f"expand(torch.LongTensor{{[1, {x.shape[0]}]}}, size=[{x.shape[0]}])")
         return torch.softmax(x, -1)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(output)
 
     @staticmethod
     def backward(ctx, grad):
@@ -639,18 +474,12 @@ class TieToEveryMax(torch.autograd.Function):
         return grad.unsqueeze(-1) * (x == out.unsqueeze(-1))
 
 
-class FiveAtATie(torch.autograd.Function):
+class FiveAtATie(Binary):
     """max(x, y) whose gradient at a tie is 5 for x: no valid subgradient (between 0 and 1)."""
-
-    opzoo_contract = opzoo.Contract(signature="(),()->()")
 
     @staticmethod
     def forward(x, y):
         return torch.maximum(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad):
@@ -660,19 +489,13 @@ class FiveAtATie(torch.autograd.Function):
         return (grad * gx).sum_to_size(x.shape), (grad * gy).sum_to_size(y.shape)
 
 
-class WrongInOneInput(torch.autograd.Function):
+class WrongInOneInput(Binary):
     """relu(x) + y**2 whose gradient in y is 3y: wrong in input 1 only, and its counterexample
     shrinks to x = 0, where input 0 sits on a kink."""
-
-    opzoo_contract = opzoo.Contract(signature="(),()->()")
 
     @staticmethod
     def forward(x, y):
         return torch.relu(x) + y**2
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad):
@@ -680,19 +503,9 @@ class WrongInOneInput(torch.autograd.Function):
         return (grad * (x >= 0)).sum_to_size(x.shape), (grad * 3 * y).sum_to_size(y.shape)
 
 
-class WrongBothInputs(torch.autograd.Function):
+class WrongBothInputs(Product):
     """x * y whose gradient is off by 0.01 for x and by 1 for y, everywhere: gradcheck names x
     (input 0) first, where the largest mismatch of all is y's."""
-
-    opzoo_contract = opzoo.Contract(signature="(),()->()")
-
-    @staticmethod
-    def forward(x, y):
-        return x * y
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, grad):
@@ -700,7 +513,7 @@ class WrongBothInputs(torch.autograd.Function):
         return (grad * (y + 0.01)).sum_to_size(x.shape), (grad * (x + 1)).sum_to_size(y.shape)
 
 
-class NoisyBackward(_Tanh):
+class NoisyBackward(Tanh):
     """tanh whose backward carries 1e-6 relative noise: inside finite differences' tolerance, not
     the same twice."""
 
