@@ -17,12 +17,14 @@ matches its meaning, so callers can catch either::
     ├── CompileError         (RuntimeError)   torch.compile failed on a valid setting
     └── LibraryError         (TypeError)      an op cannot be bridged to torch.library
 
-and :func:`one_line`, how any exception is worded in one line of a report. This module is at the
-bottom of the package: it imports nothing of opzoo's at run time.
+and :func:`one_line`, how any exception is worded in one line of a report, and :func:`printable`, how
+any text from a plugin or an exception is shown on a terminal. This module is at the bottom of the
+package: it imports nothing of opzoo's at run time.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
@@ -117,7 +119,7 @@ class LibraryError(OpZooError, TypeError):
 
 def one_line(exc: BaseException, *, with_type: bool | None = None, lines: int = 1) -> str:
     """Return the first line of ``exc``'s message (the first ``lines`` non-blank ones, joined),
-    prefixed by its type name.
+    prefixed by its type name, :func:`printable`.
 
     opzoo's own errors are written to be read as they are, so they get no prefix unless asked for.
     """
@@ -126,5 +128,34 @@ def one_line(exc: BaseException, *, with_type: bool | None = None, lines: int = 
     if with_type is None:
         with_type = not isinstance(exc, OpZooError)
     if not with_type:
-        return detail or type(exc).__name__
-    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+        return printable(detail) or type(exc).__name__
+    return printable(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)
+
+
+#: What a terminal would act on rather than show: C0 controls (ESC among them), DEL, C1 controls
+#: (U+009B is a second CSI), the bidirectional marks, embeddings, overrides and isolates (U+202E
+#: shows the rest of a line reversed), and the Unicode line and paragraph separators.
+_OTHERS = r"\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_UNPRINTABLE = re.compile(rf"[\x00-\x1f{_OTHERS}]")
+_UNPRINTABLE_BUT_NEWLINE = re.compile(rf"[\x00-\x09\x0b-\x1f{_OTHERS}]")
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """Return ``text`` with every control character shown as its escape (``\\x1b``, ``\\u202e``).
+
+    What a plugin or an exception says (a summary, a formula, an error message) reaches a terminal
+    through this: shown, it cannot set the window's title, clear the screen or fake a line of
+    opzoo's. With ``lines``, newlines are kept (a report of several lines); a tab is escaped too,
+    as it would break a table's columns. Idempotent: an escape is plain text.
+    """
+    pattern = _UNPRINTABLE_BUT_NEWLINE if lines else _UNPRINTABLE
+    return pattern.sub(_escape, text)
+
+
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from opzoo.exceptions import printable
 from opzoo.testing.running._options import CHECK, MUTATE, OPTIONS, Option, OptionError, parse
 
 # The registry this session checks, loaded once at collection; kept on the config, not in a global.
@@ -155,7 +156,7 @@ class OpzooItem(pytest.Item):
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, OpzooCheckFailed):
-            return str(excinfo.value)
+            return printable(str(excinfo.value), lines=True)
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[str, int | None, str]:
@@ -215,7 +216,7 @@ class MutantItem(pytest.Item):
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, OpzooCheckFailed):
-            return str(excinfo.value)
+            return printable(str(excinfo.value), lines=True)
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[str, int | None, str]:
@@ -229,7 +230,7 @@ class OpzooPluginWarning(UserWarning):
 def _warn_of(hooks: Any) -> None:
     """Warn of each failure of a plugin's hook since the last test: no test is that plugin's."""
     for failure in hooks.news():
-        warnings.warn(OpzooPluginWarning(f"a plugin's hook failed: {failure}"), stacklevel=1)
+        warnings.warn(OpzooPluginWarning(f"a plugin's hook failed: {printable(str(failure))}"), stacklevel=1)
 
 
 def _control_verdict(verdict: Any) -> Any:
@@ -254,7 +255,7 @@ class OpzooLoadItem(pytest.Item):
         raise OpzooCheckFailed(f"failed to load: {self.failure}")
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
-        return str(excinfo.value)
+        return printable(str(excinfo.value), lines=True)
 
     def reportinfo(self) -> tuple[str, int | None, str]:
         return "opzoo", None, self.name

@@ -21,7 +21,7 @@ from opzoo.cli import _mutate as mutate
 from opzoo.cli import _report as report
 from opzoo.cli import _train as train
 from opzoo.cli._common import EXIT_OK, EXIT_USAGE, in_torchrun, quiet_rank
-from opzoo.exceptions import OpZooError, WriteError
+from opzoo.exceptions import OpZooError, WriteError, printable
 
 #: The exit status of a write that failed: EX_IOERR of sysexits.h (see WriteError).
 EXIT_WRITE = WriteError.exit_code
@@ -112,7 +112,7 @@ def _as_flags(message: str) -> str:
 
 
 def _error(line: str) -> None:
-    print(line, file=sys.stderr)
+    print(printable(line, lines=True), file=sys.stderr)  # it may quote a plugin or an exception
 
 
 def console() -> NoReturn:
@@ -198,4 +198,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         registry = getattr(locals().get("args"), "loaded_registry", None)
         for line in registry.slow() if registry is not None and not quiet_rank() else ():
-            print(f"opzoo: note: {line}", file=sys.stderr)
+            print(f"opzoo: note: {printable(line)}", file=sys.stderr)

@@ -18,7 +18,7 @@ from opzoo.cli._common import (
     run_options,
     specs_from,
 )
-from opzoo.exceptions import ConfigError
+from opzoo.exceptions import ConfigError, printable
 from opzoo.testing.properties import summaries
 from opzoo.testing.running._options import CHECK
 
@@ -114,17 +114,15 @@ def _report(
     for r in results:
         if r.status == "skip":
             skipped.setdefault(r.reason, []).append(r.id)
+    # Reasons, notes and failures carry what plugins and exceptions say: shown, never acted on.
     for reason, ids in skipped.items():
-        print(
-            f"skipped: {reason}: {len(ids)} check(s)"
-            if len(ids) > 3
-            else f"skipped: {reason}: {', '.join(ids)}"
-        )
+        shown = f"{len(ids)} check(s)" if len(ids) > 3 else ", ".join(ids)
+        print(f"skipped: {printable(reason)}: {shown}")
     for r in results:
         for note in r.notes:
-            print(f"note: {r.id}: {note}")
+            print(f"note: {r.id}: {printable(note)}")
     for failure in broken:
-        print(f"BROKEN {failure}")
+        print(f"BROKEN {printable(str(failure))}")
     for r in failed:
         print()
         print(r.report())

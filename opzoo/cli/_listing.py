@@ -9,6 +9,7 @@ from typing import Any
 
 from opzoo._records import json_safe
 from opzoo.cli._common import EXIT_OK, print_json, registry_from
+from opzoo.exceptions import printable
 
 
 def add_list(sub: Any) -> argparse.ArgumentParser:
@@ -74,5 +75,6 @@ def run_info(args: argparse.Namespace) -> int:
             value = ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
         elif isinstance(value, list):
             value = ", ".join(str(v) for v in value)
-        print(f"{key.ljust(width)}  {'-' if value in (None, '') else value}")
+        # every value may be a plugin's words: shown, never acted on by the terminal
+        print(f"{key.ljust(width)}  {'-' if value in (None, '') else printable(str(value))}")
     return EXIT_OK

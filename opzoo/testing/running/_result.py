@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from opzoo.exceptions import printable
+
 __all__ = ["HUNG", "Result", "result_id"]
 
 #: The reason of a check not run because an earlier one of its op hung.
@@ -42,7 +44,8 @@ class Result:
         return dict(self.__dict__) | {"id": self.id}
 
     def report(self) -> str:
-        """A multi-line failure report: the op, the property, the example, the worst mismatch."""
+        """A multi-line failure report: the op, the property, the example, the worst mismatch;
+        :func:`~opzoo.exceptions.printable`, as the reason is an exception's or a plugin's words."""
         lines = [f"{self.status.upper()} {self.id}: {self.reason}"]
         if self.example:
             e = self.example
@@ -70,7 +73,7 @@ class Result:
             lines.append(f"  worst:     {which}at index {list(w['index'])}, {value}{w['x']:.9g}: {nums}")
         if self.repro:
             lines.append("  reproduce: " + self.repro.replace("\n", "\n             "))
-        return "\n".join(lines)
+        return printable("\n".join(lines), lines=True)
 
 
 def _preview(values: Any, limit: int = 16) -> str:
