@@ -159,3 +159,37 @@ def test_bench_times_linear_and_loss_ops_at_the_seeds_own_shapes():
     }
     rows = _ops.bench_ops([builtin.info("linear")], [_ops.SEED_SIZE], repeat=1, devices=["cpu"])
     assert [r.detail for r in rows] == ["64x1000, 1000x100 cpu", "64x100, 100x10 cpu"]
+
+
+def test_bench_times_an_op_of_two_outputs_like_an_elementwise_one():
+    """docs/plugins.md's SinCos, ()->(),() with a reference, made `opzoo bench` a ZeroDivisionError
+    (its cores have rank 0); it is timed on inputs of n elements, at every size, as an elementwise op."""
+    from correct_ops import Product, SinCos
+
+    import opzoo
+    from opzoo.bench import _ops
+
+    reg = opzoo.Registry()
+    reg.register(SinCos, name="sincos")
+    reg.register(Product, name="product")
+    assert _ops.general_shapes(reg.info("sincos"), 64) == [(64,)]
+    assert _ops.general_shapes(reg.info("product"), 64) == [(64,), (64,)]
+    rows = _ops.bench_ops([reg.info("sincos")], [64, 2_000_000], repeat=1, devices=["cpu"])
+    assert [(r.name, r.detail) for r in rows] == [("sincos", "64 cpu"), ("sincos", "2,000,000 cpu")]
+    assert all(r.ours > 0 and r.baseline > 0 for r in rows)
+
+
+@pytest.mark.parametrize("threads", ["0", "-1", "cpus + 1", "100000"])
+def test_bench_threads_are_at_most_the_usable_cpus(threads, capsys):
+    """`--threads 100000` was a segfault (libgomp could not make the threads): more threads than the
+    CPUs this process may use is refused in one line, before anything is measured."""
+    from opzoo.testing.running._parallel import usable_cpus
+
+    cpus = usable_cpus()
+    value = str(cpus + 1) if threads == "cpus + 1" else threads
+    assert main(["bench", "--quick", "--threads", value, "myrelu"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"opzoo: error: --threads must be from 1 to {cpus} (the CPUs this process may use), got {value}\n"
+    )

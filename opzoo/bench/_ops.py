@@ -19,9 +19,12 @@ QUICK_SIZES = (64, 4_096)
 def general_shapes(spec: OpSpec, n: int) -> list[tuple[int, ...]]:
     """Input shapes of about ``n`` elements for a non-elementwise op: square cores for a matrix
     signature (``linear`` at 1M: 1000x1000 @ 1000x1000), rows of 100 (1,000 from 100k on) for a
-    signature over one dimension."""
+    signature over one dimension, ``n`` loop elements each for scalar cores (``()->(),()``: two
+    outputs, or ``(),()->()``: two inputs), as an elementwise op's."""
     sig = spec.contract.sig
     rank = max(len(core) for core in sig.inputs)
+    if rank == 0:
+        return [(n,)] * len(sig.inputs)
     if rank == 1:
         last = 100 if n < 100_000 else 1000
         sizes, loop = dict.fromkeys((d for c in sig.inputs for d in c), last), (max(1, n // last),)
@@ -61,7 +64,8 @@ def bench_ops(
 
     Elementwise ops all take the same input of ``n`` elements; an op with another signature gets
     inputs of about ``n`` elements shaped by it (up to 1M: a 16M-element matrix product would
-    measure the BLAS, not the op).
+    measure the BLAS, not the op), but for scalar cores (``()->(),()``), each input as an
+    elementwise op's.
     """
     rows = []
     for device_name in devices:
@@ -72,8 +76,12 @@ def bench_ops(
             x = torch.randn(n, generator=gen).to(device).requires_grad_()
             g = torch.randn(n, generator=gen).to(device)
             for spec in with_reference(specs):
-                if spec.contract.sig.elementwise:
+                sig = spec.contract.sig
+                if sig.elementwise:
                     cases = [([x], f"{n:,} {device_name}")]
+                elif not any(sig.inputs):  # scalar cores (two outputs, two inputs): as elementwise
+                    more = [torch.randn(n, generator=gen).to(device).requires_grad_() for _ in sig.inputs[1:]]
+                    cases = [([x, *more], f"{n:,} {device_name}")]
                 elif n <= 1_000_000:
                     # at the seed's size, the seed's own shapes where it has this kind of op
                     shaped = (n == SEED_SIZE and seed_shapes(spec)) or [general_shapes(spec, n)]

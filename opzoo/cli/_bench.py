@@ -42,8 +42,8 @@ def add_bench(sub: Any) -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=None,
-        help="torch.set_num_threads(N) first (on a shared machine, 1 keeps OpenMP from waiting on "
-        "neighbours; default: torch's)",
+        help="torch.set_num_threads(N) first, N at most the CPUs this process may use (on a shared "
+        "machine, 1 keeps OpenMP from waiting on neighbours; default: torch's)",
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: a smoke test")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -54,8 +54,8 @@ def run_bench(args: argparse.Namespace) -> int:
     sizes = _parse_sizes(args.sizes) if args.sizes else None
     if args.repeat is not None and args.repeat <= 0:
         raise ConfigError(f"--repeat must be a positive integer, got {args.repeat}")
-    if args.threads is not None and args.threads <= 0:
-        raise ConfigError(f"--threads must be a positive integer, got {args.threads}")
+    if args.threads is not None:
+        _check_threads(args.threads)
     sections = list(args.section or ([] if args.compile else _SECTIONS))
     if args.compile and "compiled" not in sections:
         sections.append("compiled")
@@ -128,6 +128,19 @@ def _print_rows(rows: list[Any], m: dict[str, Any]) -> None:
         text_table(("SECTION", "NAME", "SIZE / WHAT", "OPZOO", "BASELINE", "RATIO"), table, wrap_last=False)
     )
     print(f"\nmeasured on {m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads)")
+
+
+def _check_threads(threads: int) -> None:
+    """Refuse more threads than the CPUs this process may use: refused rather than lowered, as the
+    numbers would be a configuration nobody asked for; more threads than CPUs measures the waits of
+    oversubscription, not the op (and 100,000 made OpenMP abort, a segfault)."""
+    from opzoo.testing.running._parallel import usable_cpus
+
+    cpus = usable_cpus()
+    if not 0 < threads <= cpus:
+        raise ConfigError(
+            f"--threads must be from 1 to {cpus} (the CPUs this process may use), got {threads}"
+        )
 
 
 def _parse_sizes(text: str) -> list[int]:
