@@ -414,3 +414,31 @@ def test_resolve_follows_links_as_realpath_does(tmp_path):
     with pytest.raises(OSError) as exc:
         _files.resolve(tmp_path / "loop1")
     assert exc.value.errno == errno.ELOOP
+
+
+def test_a_plugin_that_changes_folder_moves_no_output(tmp_path):
+    """Every path flag is made absolute as it is parsed, before any plugin is imported: a hook
+    plugin that changes the working folder at import moves none of `train`'s outputs, nor `report`'s
+    page. (Before: all of them, and the lock file, were written in the plugin's folder.)"""
+    site, work, away = tmp_path / "site", tmp_path / "work", tmp_path / "away"
+    for folder in (site, work, away):
+        folder.mkdir()
+    info = site / "cwdmover-1.0.dist-info"
+    info.mkdir()
+    (site / "cwdmover.py").write_text("import os\n\nos.chdir(os.environ['OPZOO_TEST_CHDIR'])\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cwdmover\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[opzoo]\ncwdmover = cwdmover\n")
+    (info / "RECORD").write_text("cwdmover.py,,\ncwdmover-1.0.dist-info/METADATA,,\n")
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+        "OPZOO_TEST_CHDIR": str(away),
+        "OPZOO_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    outputs = ["--checkpoint", "ck.pt", "--metrics", "m.csv", "--plot", "p.png", "--export", "net.pt2"]
+    out = run_opzoo("train", *TINY, "--steps", "2", "--quiet", *outputs, env=env, cwd=work)
+    assert out.returncode == 0, out.stderr
+    report = run_opzoo("report", "myrelu", "-p", "accepts", "--html", "r.html", env=env, cwd=work)
+    assert report.returncode == 0, report.stderr
+    assert sorted(os.listdir(work)) == ["ck.pt", "ck.pt.lock", "m.csv", "net.pt2", "p.png", "r.html"]
+    # hypothesis's own example folder, written to the working folder by `report`, is issue 30's 10d
+    assert [name for name in os.listdir(away) if name != ".hypothesis"] == []
