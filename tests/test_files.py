@@ -384,6 +384,18 @@ def test_a_lock_file_another_user_planted_in_a_shared_folder_is_refused(shared, 
     assert sorted(os.listdir(folder)) == ["ck.pt.lock", "run.pt.lock"]
 
 
+@needs_root
+def test_a_planted_link_as_the_plugin_cache_is_no_cache(shared):
+    """The plugin cache is written as every file is: with $OPZOO_CACHE_DIR in a shared folder,
+    another user's link in place of the cache file is not written through; `list` works."""
+    folder, victim = shared
+    _plant_link(folder, "plugin-imports.json", victim)
+    out = run_opzoo("list", "--format", "names", env={"OPZOO_CACHE_DIR": str(folder)})
+    assert out.returncode == 0 and "myrelu" in out.stdout.split(), out.stderr
+    _untouched(victim)
+    assert os.listdir(folder) == ["plugin-imports.json"] and (folder / "plugin-imports.json").is_symlink()
+
+
 def test_may_follow_is_the_kernels_rule():
     """fs/namei.c may_follow_link, on made-up stat results (no root needed): follow unless the folder
     is sticky and world-writable and the link is neither the follower's nor the folder owner's."""
