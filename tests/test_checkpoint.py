@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 
@@ -125,6 +126,34 @@ def test_a_save_leaves_other_writers_temp_files_alone(tmp_path):
     assert other.exists()
     with _checkpoint.lock(ck):  # the holder is the only live writer: leftovers are from dead ones
         assert not other.exists()
+
+
+@pytest.mark.parametrize(
+    "kind, what",
+    [
+        ("folder", "is a folder: opzoo locks a checkpoint only with a regular file; remove it"),
+        ("fifo", "is a fifo: opzoo locks a checkpoint only with a regular file; remove it"),
+        ("device link", "is a symlink: opzoo never follows a link to lock a checkpoint; remove it"),
+    ],
+)
+def test_a_lock_file_that_is_no_regular_file_is_one_line(tmp_path, kind, what, capsys):
+    """`PATH.lock` a folder, a fifo or a link to a device: one line naming it, exit 2, before
+    training; what is there stays as it was. (Before: 37-line tracebacks, exit 1, from open and
+    ftruncate.)"""
+    lock = tmp_path / "ck.pt.lock"
+    if kind == "folder":
+        lock.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.symlink_to("/dev/null")
+    assert main(["train", *TINY, "--steps", "100000", "--checkpoint", str(tmp_path / "ck.pt")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert _one_error_line(captured.err) == f"opzoo: error: lock file {str(lock)!r} {what}\n"
+    mode = os.lstat(lock).st_mode
+    assert {"folder": stat.S_ISDIR, "fifo": stat.S_ISFIFO, "device link": stat.S_ISLNK}[kind](mode)
+    assert os.listdir(tmp_path) == ["ck.pt.lock"]
 
 
 # --- item 3: unwritable destinations found before training; late write errors survived ------------

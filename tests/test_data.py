@@ -4,6 +4,7 @@ one line and exit 2, never a traceback, an allocation of hundreds of GB, or a si
 from __future__ import annotations
 
 import pytest
+from conftest import run_opzoo
 
 from opzoo.cli import main
 
@@ -54,6 +55,21 @@ def sparse():
 def complex_x():
     x, y, xt, yt = good()
     return x.to(torch.complex64), y, xt, yt
+
+def huge():  # finite, but the squares of their spread overflow: std inf, every feature 0
+    x, y, xt, yt = good()
+    return x.double() * 1e300, y, xt.double() * 1e300, yt
+
+def one_row():  # no spread at all: torch warned and opzoo trained on a scale of 1
+    x, y, xt, yt = good()
+    return x[:1], y[:1], xt, yt
+
+def far_test():  # x_train's column 1 spreads 5e-151; x_test's 1e200 standardized is 2e350
+    x, y, xt, yt = good()
+    x, xt = x.double(), xt.double()
+    x[:, 1] = torch.tensor([0.0, 1e-150], dtype=torch.float64).repeat(15)
+    xt[0, 1] = 1e200
+    return x, y, xt, yt
 """
 
 EXIT_AT_IMPORT = "raise SystemExit(0)\n"
@@ -82,11 +98,26 @@ def loaders(tmp_path, monkeypatch):
         ("meta", "returned x_train on device meta; give a CPU or CUDA tensor"),
         ("sparse", "returned x_test of layout torch.sparse_coo; give a dense tensor (.to_dense())"),
         ("complex_x", "returned x_train of dtype torch.complex64; give real numbers"),
+        (
+            "huge",
+            "data 'opzoo_test_loaders:huge': x_train's column 0 is too large to standardize (its values "
+            "reach ",
+        ),
+        (
+            "one_row",
+            "data 'opzoo_test_loaders:one_row' has 1 training row: standardizing its features needs at "
+            "least 2\n",
+        ),
+        (
+            "far_test",
+            "x_test's column 1 overflows float64 when standardized (its values reach 1e+200, x_train",
+        ),
     ],
 )
 def test_a_bad_loader_is_one_line_exit_2(loaders, loader, message, capsys):
     """Each was a traceback (an allocation of 240 GB for a label of 1e9, a meta tensor in the
-    first matmul), a NaN loss at step 0, or, for SystemExit(0), exit 0 with nothing trained."""
+    first matmul), a NaN loss at step 0, or, for SystemExit(0), exit 0 with nothing trained; features
+    whose spread overflows, or one row, trained silently on features all 0 or torch's raw warning."""
     assert main(["train", "--data", f"opzoo_test_loaders:{loader}", "--steps", "2", "--device", "cpu"]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("opzoo: error: ") and captured.err.count("\n") == 1, captured.err
@@ -107,3 +138,11 @@ def test_a_good_loader_trains(loaders, capsys):
         main(["train", "--data", "opzoo_test_loaders:good", "--steps", "2", "--device", "cpu", "--quiet"])
         == 0
     )
+
+
+def test_one_row_of_data_is_one_line_and_no_warning(loaders, tmp_path):
+    """End to end: the refusal is the whole of stderr, with no torch warning before it."""
+    out = run_opzoo(
+        "train", "--data", "opzoo_test_loaders:one_row", "--steps", "1", env={"PYTHONPATH": str(tmp_path)}
+    )
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Warning" not in out.stderr, out.stderr

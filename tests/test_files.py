@@ -1,15 +1,18 @@
 """Every file opzoo writes is replaced whole or not at all, and only a regular file is replaced
-(opzoo/_files.py): devices, fifos and sockets refused, symlinks followed, a full disk one line."""
+(opzoo/_files.py): devices, fifos and sockets refused, symlinks followed (but not one another user
+planted in a shared folder), a full disk one line."""
 
 from __future__ import annotations
 
 import errno
 import os
+import pwd
 import resource
 import socket
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +20,7 @@ from conftest import run_opzoo
 
 from opzoo import _files
 from opzoo.cli import _flushed, main
-from opzoo.exceptions import WriteError
+from opzoo.exceptions import CheckpointError, WriteError
 
 TINY = ["--batch", "8", "--d-in", "20", "--hidden", "12", "--d-out", "3", "--lr", "1e-3", "--device", "cpu"]
 NAMES = {"--checkpoint": "ck.pt", "--metrics": "m.csv", "--plot": "p.png", "--export": "net.pt2"}
@@ -90,7 +93,6 @@ def test_a_symlink_is_followed_its_target_replaced_and_the_link_kept(tmp_path, c
 
 def test_two_links_to_one_checkpoint_share_its_lock(tmp_path):
     """The lock is the target's: a run through one link excludes a run through another."""
-    from opzoo import CheckpointError
     from opzoo.trainer import _checkpoint
 
     (tmp_path / "a.pt").symlink_to(tmp_path / "ck.pt")
@@ -231,3 +233,224 @@ def test_list_json_into_dev_full_end_to_end():
         )
     assert out.returncode == 74
     assert out.stderr == "opzoo: error: cannot write the JSON output to stdout: No space left on device\n"
+
+
+# --- a shared folder: the kernel's protected_symlinks and protected_regular rules, applied by opzoo ---
+
+
+def _unused_uid() -> int:
+    for uid in range(40_000, 60_000):
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+    raise AssertionError("no unused uid")
+
+
+#: The second user: a uid no account has. The kernel compares uids only, so a process of this uid
+#: is another user in every respect that matters here, and the test adds no account to the machine.
+OTHER = _unused_uid()
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="a second user's process needs root to setuid (CI and the dev machine are root)"
+)
+
+
+def _as_other(folder, action) -> None:
+    """Run ``action(dir_fd)`` in a child process of user OTHER, ``dir_fd`` an open ``folder``: what it
+    makes there is theirs. (By descriptor: the test's own folders above are not theirs to enter.)"""
+    fd = os.open(folder, os.O_RDONLY)
+    pid = os.fork()
+    if pid == 0:  # the child only makes system calls, then leaves at once
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(OTHER)
+            os.setuid(OTHER)
+            action(fd)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(fd)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def _plant_link(folder, name: str, target) -> None:
+    _as_other(folder, lambda fd: os.symlink(str(target), name, dir_fd=fd))
+    assert os.lstat(folder / name).st_uid == OTHER
+
+
+@pytest.fixture
+def shared(tmp_path):
+    """A sticky world-writable folder (as /tmp is, the test's own as /tmp is root's), and a private
+    file of ours elsewhere that another user would like overwritten."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o1777)
+    victim = tmp_path / "private" / "victim"
+    victim.parent.mkdir()
+    victim.write_bytes(b"secret")
+    victim.chmod(0o600)
+    return folder, victim
+
+
+def _untouched(victim) -> None:
+    assert victim.read_bytes() == b"secret" and os.listdir(victim.parent) == ["victim"]
+
+
+@needs_root
+@pytest.mark.parametrize("flag", list(NAMES))
+def test_a_link_another_user_planted_in_a_shared_folder_is_not_followed(shared, flag, capsys):
+    """Another user's link in a sticky world-writable folder is refused before training, one line,
+    exit 2, as the kernel's fs.protected_symlinks refuses it. (Before, as root: exit 0, the private
+    file the link named replaced by the checkpoint, metrics, plot or export.)"""
+    folder, victim = shared
+    _plant_link(folder, NAMES[flag], victim)
+    link = folder / NAMES[flag]
+    assert main(["train", *TINY, "--steps", "100000", flag, str(link)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = _one_error_line(captured.err)
+    assert err == (
+        f"opzoo: error: cannot write {flag[2:]} {str(link)!r}: refusing to follow symlink {str(link)!r} "
+        f"(owned by uid {OTHER}) in the sticky world-writable folder {str(folder)!r} (owned by uid 0): "
+        "neither you nor the folder's owner made it (the kernel's fs.protected_symlinks rule)\n"
+    )
+    _untouched(victim)
+    assert link.is_symlink()
+
+
+@needs_root
+def test_a_planted_link_is_refused_on_the_way_and_by_resume_and_report(shared, capsys):
+    """Every link on the way is checked, not only the last; `--resume` reads through none, and
+    `report --html` writes through none."""
+    folder, victim = shared
+    (victim.parent / "runs").mkdir()
+    _plant_link(folder, "runs", victim.parent / "runs")
+    _plant_link(folder, "ck.pt", victim)
+    assert main(["train", *TINY, "--steps", "1", "--metrics", str(folder / "runs" / "m.csv")]) == 2
+    assert main(["train", "--resume", str(folder / "ck.pt"), "--steps", "1"]) == 2
+    assert main(["report", "myrelu", "--html", str(folder / "ck.pt")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3 and all("refusing to follow symlink" in line for line in lines), lines
+    assert lines[1].startswith(f"opzoo: error: cannot read checkpoint {str(folder / 'ck.pt')!r}: ")
+    assert os.listdir(victim.parent / "runs") == []
+    assert victim.read_bytes() == b"secret"
+
+
+@needs_root
+def test_links_of_the_follower_or_of_the_folders_owner_are_followed(shared, capsys):
+    """The rule is the kernel's, no stricter: a link the follower made, or one the shared folder's
+    owner made, is followed as before (its target replaced, the link kept)."""
+    folder, victim = shared
+    (folder / "mine.csv").symlink_to(victim)  # root's own link in root's folder
+    assert main(["train", *TINY, "--steps", "2", "--quiet", "--metrics", str(folder / "mine.csv")]) == 0
+    assert victim.read_text().startswith("activation,step,loss")
+    os.chown(folder, OTHER, OTHER)  # now the folder is OTHER's, and so is the link they plant in it
+    victim.write_bytes(b"secret")
+    _plant_link(folder, "theirs.csv", victim)
+    assert main(["train", *TINY, "--steps", "2", "--quiet", "--metrics", str(folder / "theirs.csv")]) == 0
+    assert victim.read_text().startswith("activation,step,loss")
+    assert capsys.readouterr().err == ""
+
+
+@needs_root
+def test_a_lock_file_another_user_planted_in_a_shared_folder_is_refused(shared, capsys):
+    """The lock file is opened without following a link (before, its target was truncated to the
+    pid), and is not another user's regular file in a shared folder (the kernel's
+    fs.protected_regular rule): neither is written, the run refused before training."""
+    folder, victim = shared
+    _plant_link(folder, "run.pt.lock", victim)
+
+    def theirs(fd):
+        lock = os.open("ck.pt.lock", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fd)
+        os.write(lock, b"theirs\n")
+        os.close(lock)
+
+    _as_other(folder, theirs)
+    assert main(["train", *TINY, "--steps", "100000", "--checkpoint", str(folder / "run.pt")]) == 2
+    assert main(["train", *TINY, "--steps", "100000", "--checkpoint", str(folder / "ck.pt")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert lines == [
+        f"opzoo: error: lock file {str(folder / 'run.pt.lock')!r} is a symlink: opzoo never follows a "
+        "link to lock a checkpoint; remove it",
+        f"opzoo: error: lock file {str(folder / 'ck.pt.lock')!r} belongs to uid {OTHER}, not to you, in "
+        f"the sticky world-writable folder {str(folder)!r}: opzoo writes into no other user's file there "
+        "(the kernel's fs.protected_regular rule); remove it or write elsewhere",
+    ]
+    _untouched(victim)
+    assert (folder / "ck.pt.lock").read_bytes() == b"theirs\n"
+    assert sorted(os.listdir(folder)) == ["ck.pt.lock", "run.pt.lock"]
+
+
+@needs_root
+def test_a_planted_link_as_the_plugin_cache_is_no_cache(shared):
+    """The plugin cache is written as every file is: with $OPZOO_CACHE_DIR in a shared folder,
+    another user's link in place of the cache file is not written through; `list` works."""
+    folder, victim = shared
+    _plant_link(folder, "plugin-imports.json", victim)
+    out = run_opzoo("list", "--format", "names", env={"OPZOO_CACHE_DIR": str(folder)})
+    assert out.returncode == 0 and "myrelu" in out.stdout.split(), out.stderr
+    _untouched(victim)
+    assert os.listdir(folder) == ["plugin-imports.json"] and (folder / "plugin-imports.json").is_symlink()
+
+
+def test_may_follow_is_the_kernels_rule():
+    """fs/namei.c may_follow_link, on made-up stat results (no root needed): follow unless the folder
+    is sticky and world-writable and the link is neither the follower's nor the folder owner's."""
+
+    def st(uid, mode):
+        return os.stat_result((mode, 0, 0, 1, uid, 0, 0, 0, 0, 0))
+
+    link, shared, plain = st(5, 0o120777), st(0, 0o41777), st(0, 0o40755)
+    assert _files.may_follow(link, plain, euid=0)  # not a shared folder: the kernel follows too
+    assert _files.may_follow(st(0, 0o120777), shared, euid=0)  # the follower's own link
+    assert not _files.may_follow(link, shared, euid=0)  # the issue's case: root, a user's link in /tmp
+    assert _files.may_follow(link, st(5, 0o41777), euid=0)  # the folder's owner made it
+    assert _files.may_follow(link, shared, euid=5)  # its owner follows it
+    assert _files.may_follow(link, st(0, 0o41775), euid=0)  # sticky, not world-writable
+    assert _files.may_follow(link, st(0, 0o40777), euid=0)  # world-writable, not sticky
+
+
+def test_resolve_follows_links_as_realpath_does(tmp_path):
+    """Where no rule refuses, resolve() is realpath: relative and absolute links, `..` after a link,
+    a missing tail, a loop (refused: ELOOP)."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "rel").symlink_to("sub/../sub")
+    (tmp_path / "abs").symlink_to(tmp_path / "sub")
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    for path in ["rel/x", "abs/../rel", "abs/missing/y", ".", "sub/./x/../z"]:
+        assert _files.resolve(tmp_path / path) == Path(os.path.realpath(tmp_path / path))
+    with pytest.raises(OSError) as exc:
+        _files.resolve(tmp_path / "loop1")
+    assert exc.value.errno == errno.ELOOP
+
+
+def test_a_plugin_that_changes_folder_moves_no_output(tmp_path):
+    """Every path flag is made absolute as it is parsed, before any plugin is imported: a hook
+    plugin that changes the working folder at import moves none of `train`'s outputs, nor `report`'s
+    page. (Before: all of them, and the lock file, were written in the plugin's folder.)"""
+    site, work, away = tmp_path / "site", tmp_path / "work", tmp_path / "away"
+    for folder in (site, work, away):
+        folder.mkdir()
+    info = site / "cwdmover-1.0.dist-info"
+    info.mkdir()
+    (site / "cwdmover.py").write_text("import os\n\nos.chdir(os.environ['OPZOO_TEST_CHDIR'])\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cwdmover\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[opzoo]\ncwdmover = cwdmover\n")
+    (info / "RECORD").write_text("cwdmover.py,,\ncwdmover-1.0.dist-info/METADATA,,\n")
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+        "OPZOO_TEST_CHDIR": str(away),
+        "OPZOO_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    outputs = ["--checkpoint", "ck.pt", "--metrics", "m.csv", "--plot", "p.png", "--export", "net.pt2"]
+    out = run_opzoo("train", *TINY, "--steps", "2", "--quiet", *outputs, env=env, cwd=work)
+    assert out.returncode == 0, out.stderr
+    report = run_opzoo("report", "myrelu", "-p", "accepts", "--html", "r.html", env=env, cwd=work)
+    assert report.returncode == 0, report.stderr
+    assert sorted(os.listdir(work)) == ["ck.pt", "ck.pt.lock", "m.csv", "net.pt2", "p.png", "r.html"]
+    # hypothesis's own example folder, written to the working folder by `report`, is issue 30's 10d
+    assert [name for name in os.listdir(away) if name != ".hypothesis"] == []

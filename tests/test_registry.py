@@ -44,6 +44,27 @@ def test_register_as_decorator_with_name():
     assert reg.get("twice") is T and reg.get("other") is Other
 
 
+@pytest.mark.parametrize("name", ["a:b", "a b", "a\nb", "x\u202ey", "abc\n", "", "1abc"])
+def test_register_refuses_a_name_an_entry_point_could_not_have(name):
+    """register(name=...) takes the names an entry point may have, whole: no ':', space, control or
+    bidi character, no final newline (a `$` let it through), and '' is refused, not replaced by the
+    class's name. Nothing is registered."""
+    reg = Registry()
+    with pytest.raises(ContractError, match=r"^invalid op name .*: lower-case letters, digits"):
+        reg.register(fakeops.Double, name=name)
+    assert reg.names() == []
+    reg.offer(name, "fakeops:Double", A)
+    assert reg.names() == [] and [f.reason for f in reg.failures()] == [f"invalid op name {name!r}"]
+
+
+def test_register_still_takes_upper_case_and_the_class_name():
+    """A name in capitals is lower-cased, as before; no name is the class's."""
+    reg = Registry()
+    reg.register(fakeops.Double, name="TWICE-2.x")
+    reg.register(fakeops.Double)
+    assert reg.names() == ["double", "twice-2.x"]
+
+
 def test_unknown_name_suggests_closest():
     """A miss is an OpNotFoundError (a LookupError) naming the closest names."""
     reg = Registry()

@@ -154,11 +154,19 @@ def _flushed(code: int) -> int:
     return code
 
 
+#: The flags that name a file (their ``args`` attributes), made absolute as soon as they are parsed:
+#: a plugin that changes the working folder when it is imported moves no output.
+PATH_ARGS = ("checkpoint", "resume", "metrics", "plot", "export", "html")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        for name in PATH_ARGS:  # before any plugin, or the user's data loader, is imported
+            if getattr(args, name, None):
+                setattr(args, name, os.path.abspath(getattr(args, name)))
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE

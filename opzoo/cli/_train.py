@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from dataclasses import dataclass, replace
@@ -111,7 +110,7 @@ def _add_outputs(o: Any) -> None:
 class _Asked:
     """What a command line asks of the trainer, read from its arguments once."""
 
-    given: dict[str, Any]  # the TrainConfig settings given on it, parsed, paths made absolute
+    given: dict[str, Any]  # the TrainConfig settings given on it, parsed (paths absolute: cli.main)
     names: list[str] | None  # --activation's; None: the config's default, or a resumed run's
     seeds: list[int] | None
     metrics: str | None
@@ -140,10 +139,6 @@ def _read(args: argparse.Namespace) -> _Asked:
     given = {s.name: getattr(args, s.name) for s in SETTINGS if s.name not in _OWN and hasattr(args, s.name)}
     if hasattr(args, "act_arg"):
         given["act_args"] = _parse_act_args(args.act_arg)
-    # Paths are resolved once, as given: a resumed run never reinterprets a stored relative path.
-    for name in ("checkpoint", "resume"):
-        if name in given:
-            given[name] = os.path.abspath(given[name])
     names = _names(args)
     seeds = None if args.seeds is None else _parse_seeds(args.seeds)
     asked = _Asked(given, names, seeds, args.metrics, args.plot, args.export, args.quiet, args.json)

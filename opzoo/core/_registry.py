@@ -25,6 +25,7 @@ from opzoo.core._declare import Declared, declare
 from opzoo.core._spec import OpSpec, import_path, make_spec, spec_of
 from opzoo.exceptions import (
     ConfigError,
+    ContractError,
     DuplicateOpError,
     OpNotFoundError,
     OpZooError,
@@ -50,7 +51,10 @@ __all__ = [
     "spec_of",
 ]
 
-_NAME = re.compile(r"^[a-z_][a-z0-9_.\-]*$")
+#: An op name, as an entry point's name may be (lower-cased); matched whole (fullmatch: a `$` would
+#: let a final newline through).
+_NAME = re.compile(r"[a-z_][a-z0-9_.\-]*")
+_NAME_RULE = "lower-case letters, digits, '_', '.' and '-', starting with a letter or '_'"
 
 
 _PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -127,7 +131,7 @@ class Registry:
     def offer(self, name: str, ref: Any, source: Source) -> None:
         """Record that ``source`` offers op ``name``; a second source makes the name ambiguous."""
         key = name.lower()
-        if not _NAME.match(key):
+        if not _NAME.fullmatch(key):
             self._failures.append(Failure(source, f"invalid op name {name!r}", name))
             return
         offers = self._offers.setdefault(key, [])
@@ -159,7 +163,10 @@ class Registry:
                     "register() takes an autograd Function or nn.Module class (or what declare() "
                     f"returned), got {type(inner).__name__} {inner!r:.80}"
                 )
-            key = (name or inner.__name__).lower()
+            key = (inner.__name__ if name is None else name).lower()
+            if not _NAME.fullmatch(key):  # '' too: an empty name is no name, not the class's
+                what = repr(name) if name is not None else f"{key!r} (the class's name; give name=)"
+                raise ContractError(f"invalid op name {what}: {_NAME_RULE} (as an entry point's name)")
             source = Source(entry_point=f"{inner.__module__}:{inner.__qualname__}")
             spec = make_spec(key, offered, source)
             existing = self._offers.get(key, [])

@@ -17,6 +17,7 @@ import io
 import math
 import os
 import re
+import stat
 import struct
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -126,12 +127,17 @@ def lock(path: str | os.PathLike[str]) -> Iterator[None]:
     """Hold the exclusive write lock on checkpoint ``path``; a second holder is refused at once.
 
     The lock file stays after release: removing it would let a third writer lock a new file while
-    a second still holds the old one.
+    a second still holds the old one. It is never a link, a folder, a fifo or a device, nor, in a
+    shared folder, another user's file (:func:`_open_lock`).
     """
     import fcntl
 
-    shown, path = str(path), _files.resolve(path)  # two links to one file take one lock
-    fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+    shown = str(path)
+    try:
+        path = _files.resolve(path)  # two links to one file take one lock
+    except OSError as exc:
+        raise CheckpointError(f"cannot lock checkpoint {shown!r}: {exc.strerror or exc}") from None
+    fd = _open_lock(lock_path(path))
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -149,34 +155,87 @@ def lock(path: str | os.PathLike[str]) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+#: Never through a link (a planted one would have its target truncated), never blocking on a fifo.
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _open_lock(where: Path) -> int:
+    """Open (or create) lock file ``where``: a regular file, and in a sticky world-writable folder
+    one of ours or of the folder's owner (the kernel's fs.protected_regular rule, applied here)."""
+    shown = str(where)
+    try:
+        fd = os.open(where, _LOCK_FLAGS | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        # What refused it (ELOOP, or EACCES for another user's link in a sticky folder; EISDIR):
+        # told by what is there, the same on every kernel.
+        with contextlib.suppress(OSError):
+            if stat.S_ISLNK(os.lstat(where).st_mode):
+                raise CheckpointError(
+                    f"lock file {shown!r} is a symlink: opzoo never follows a link to lock a "
+                    "checkpoint; remove it"
+                ) from None
+            if stat.S_ISDIR(os.lstat(where).st_mode):
+                raise CheckpointError(f"lock file {shown!r} is a folder: {_ONLY_REGULAR}") from None
+        raise CheckpointError(f"cannot open lock file {shown!r}: {exc.strerror or exc}") from None
+    try:
+        st, folder = os.fstat(fd), os.stat(where.parent)
+        found = _files.kind_of(st.st_mode)
+        if found is not None:
+            raise CheckpointError(f"lock file {shown!r} is {found}: {_ONLY_REGULAR}")
+        if _files.shared(folder) and st.st_uid not in (os.geteuid(), folder.st_uid):
+            raise CheckpointError(
+                f"lock file {shown!r} belongs to uid {st.st_uid}, not to you, in the sticky "
+                f"world-writable folder {str(where.parent)!r}: opzoo writes into no other user's file "
+                "there (the kernel's fs.protected_regular rule); remove it or write elsewhere"
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+_ONLY_REGULAR = "opzoo locks a checkpoint only with a regular file; remove it"
+
+
 def _sweep_dead_writers(path: Path) -> None:
     # Under the lock no other live run writes this path, so a temp file of another pid is left over
-    # by a writer killed mid-write (SIGKILL skips save's cleanup).
+    # by a writer killed mid-write (SIGKILL skips save's cleanup). Only our own regular files: in a
+    # shared folder another user's file is theirs, whatever its name.
     for stale in path.parent.glob(f".{path.name}.*.tmp"):
         if not stale.name.startswith(_temp_prefix(path)):
-            stale.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                st = os.lstat(stale)
+                if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                    stale.unlink(missing_ok=True)
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a checkpoint with ``weights_only=True``; any problem is a one-line CheckpointError."""
-    path = Path(path)
+    """Read a checkpoint with ``weights_only=True``; any problem is a one-line CheckpointError.
+
+    It is read through the links :func:`opzoo._files.resolve` follows: never one another user planted
+    in a shared folder."""
+    shown = str(Path(path))  # the path as given, in every message
+    try:
+        path = _files.resolve(path)
+    except OSError as exc:
+        raise CheckpointError(f"cannot read checkpoint {shown!r}: {exc.strerror or exc}") from None
     found = _files.kind(path)
     if found is not None:
-        raise CheckpointError(f"{str(path)!r} is {found}, not a checkpoint file")
+        raise CheckpointError(f"{shown!r} is {found}, not a checkpoint file")
     if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {str(path)!r}")
+        raise CheckpointError(f"no checkpoint at {shown!r}")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise CheckpointError(
-            f"{str(path)!r} is not a readable opzoo checkpoint (corrupt, truncated or foreign): {first}"
+            f"{shown!r} is not a readable opzoo checkpoint (corrupt, truncated or foreign): {first}"
         ) from None
     if not isinstance(state, dict) or state.get("format") not in (FORMAT, LEGACY_FORMAT):
-        raise CheckpointError(f"{str(path)!r} is not an opzoo checkpoint")
+        raise CheckpointError(f"{shown!r} is not an opzoo checkpoint")
     problem = version_problem(state) or checksum_problem(state) or schema_problem(state)
     if problem:
-        raise CheckpointError(f"checkpoint {str(path)!r} {problem} (written by {written_by(state)})")
+        raise CheckpointError(f"checkpoint {shown!r} {problem} (written by {written_by(state)})")
     return state
 
 

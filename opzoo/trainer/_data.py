@@ -186,12 +186,36 @@ def _prepared(
     classes = max(_classes(y, name), _classes(y_test, name))
     _check_room(len(y) + len(y_test), classes, name)
     y, y_test = _one_hot(y, classes, name), _one_hot(y_test, classes, name)
-    x, x_test = x.double(), x_test.double()
-    # The train statistics only: the test set must not leak into training. Constant columns
-    # (digits has some: pixels that are always 0) keep a scale of 1 instead of dividing by 0.
+    x, x_test = _standardized(x.double(), x_test.double(), name)
+    return Dataset(x, y, x_test, y_test)
+
+
+def _standardized(x: torch.Tensor, x_test: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both inputs standardized with the train statistics only: the test set must not leak into
+    training. Constant columns (digits has some: pixels that are always 0) keep a scale of 1 instead
+    of dividing by 0. Statistics that are not numbers are refused: one row has no spread, and finite
+    features near 1e300 have one that overflows (every feature would be trained on as 0)."""
+    if len(x) < 2:
+        raise ConfigError(f"data {name!r} has 1 training row: standardizing its features needs at least 2")
     mean, std = x.mean(0), x.std(0)
+    bad = ~(mean.isfinite() & std.isfinite())
+    if bool(bad.any()):
+        j = int(bad.nonzero()[0, 0])
+        raise ConfigError(
+            f"data {name!r}: x_train's column {j} is too large to standardize (its values reach "
+            f"{float(x[:, j].abs().max()):.3g}; their spread overflows float64): scale the features down"
+        )
     std = torch.where(std > 0, std, torch.ones_like(std))
-    return Dataset((x - mean) / std, y, (x_test - mean) / std, y_test)
+    scaled = (x_test - mean) / std
+    bad = ~scaled.isfinite().all(0)
+    if bool(bad.any()):
+        j = int(bad.nonzero()[0, 0])
+        raise ConfigError(
+            f"data {name!r}: x_test's column {j} overflows float64 when standardized (its values reach "
+            f"{float(x_test[:, j].abs().max()):.3g}, x_train's spread is {float(std[j]):.3g}): scale the "
+            "features down"
+        )
+    return (x - mean) / std, scaled
 
 
 def _classes(y: torch.Tensor, name: str) -> int:
