@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 
 import pytest
 import torch
@@ -133,3 +134,69 @@ def test_the_probe_reports_an_exit_a_hang_a_change_and_a_clean_import(tmp_path, 
     )
     assert _guard.probe("p_fine", 60.0) is None
     assert _guard.probe("p_raises", 60.0) is None  # raising is left to the import here, recorded as usual
+
+
+#: A hook plugin's source, as the watch names it.
+HOOK = Source("reach", "1.0", "opzoo: reach = reach", "hook")
+
+
+def test_a_change_to_opzoos_own_code_is_refused_and_undone():
+    """A module global, a field of a record in a table (frozen, yet object.__setattr__ sets it) and a
+    function's code, changed in a watched import: each named, all undone, the plugin refused."""
+    import opzoo.testing.properties as properties
+
+    resolve, gradient, code = (
+        properties._resolve,
+        properties.PROPERTIES["gradient"],
+        properties.choose.__code__,
+    )
+    guard = _guard.Guard(probe=False)
+    try:
+        with pytest.raises(_guard.Refused) as refused, guard.watching(HOOK):
+            properties._resolve = lambda where: lambda *args, **kwargs: None
+            object.__setattr__(gradient, "fixed", 0)
+            properties.choose.__code__ = (lambda *args: None).__code__
+        assert str(refused.value) == (
+            "importing it changes opzoo's own code (opzoo.testing.properties._resolve replaced, "
+            "opzoo.testing.properties.PROPERTIES['gradient'].fixed replaced, "
+            "opzoo.testing.properties.choose's code replaced), which every op's verdict depends on: "
+            "undone, and not loaded"
+        )
+        assert properties._resolve is resolve and gradient.fixed == 2 and properties.choose.__code__ is code
+    finally:  # whatever happened above, the checker is left as it was
+        properties._resolve = resolve
+        object.__setattr__(gradient, "fixed", 2)
+        properties.choose.__code__ = code
+
+
+def test_opzoos_own_imports_and_runs_are_no_change():
+    """Loading the rest of opzoo (submodules set as package attributes), loading a registry and
+    checking an op (caches filled): nothing named."""
+    from opzoo.core._own_state import OwnState
+
+    before = OwnState.now()
+    _guard.load_all_of_opzoo()
+    import opzoo
+    from opzoo.testing import check_property
+
+    registry = opzoo.load(autoload=False)
+    assert check_property(registry.info("myrelu"), "gradient", profile="ci", examples=2).status == "pass"
+    assert before.changes() == [] and before.process_changes() == []
+
+
+def test_a_changed_working_directory_or_signal_is_undone_and_noted(tmp_path):
+    """Not refused (no verdict depends on them): put back, and a note names the plugin and what it did."""
+    here, term = os.getcwd(), signal.getsignal(signal.SIGTERM)
+    guard = _guard.Guard(probe=False)
+    try:
+        with guard.watching(HOOK):
+            os.chdir(tmp_path)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        assert os.getcwd() == here and signal.getsignal(signal.SIGTERM) is term
+        assert guard.notes == [
+            f"importing reach 1.0 (opzoo: reach = reach) changed the working directory to {str(tmp_path)!r}, "
+            "ignored SIGTERM (undone)"
+        ]
+    finally:
+        os.chdir(here)
+        signal.signal(signal.SIGTERM, term)

@@ -425,3 +425,34 @@ def test_a_plugin_changing_torchs_global_state_is_named_undone_and_kept_from_oth
         )
         assert got[how]["myrelu"] == ["pass"] * 4
         assert got[how]["state"] == [True, "torch.float32", 2.0, 0.0]
+
+
+# -- plugins that reach past torch: opzoo's own code, the working directory, signals (issue 30) ----
+
+
+@pytest.fixture(scope="module")
+def reach_env(tmp_path_factory):
+    """plugins/opzoo-reach-fixtures installed, tests/ importable (wrong_ops), a cache of its own."""
+    site = install_fixture(tmp_path_factory.mktemp("reach-site"), "opzoo-reach-fixtures")
+    tests = os.path.dirname(os.path.abspath(__file__))
+    return {
+        "PYTHONPATH": os.pathsep.join([site, tests]),
+        "OPZOO_CACHE_DIR": str(tmp_path_factory.mktemp("cache")),
+    }
+
+
+def test_a_plugin_that_assigns_to_the_checker_changes_no_other_ops_verdict(reach_env):
+    """checkerpatch replaces opzoo.testing.properties._resolve at import, checkerpatch2 the gradient
+    check (a module the registry had not loaded): no torch state changed, yet WrongSign's gradient
+    passed, exit 0, and `opzoo list` named nothing. Now each is listed broken, naming what it
+    changed, and not loaded: WrongSign fails."""
+    out = run_opzoo("check", "wrong_ops:WrongSign", "-p", "gradient", "--device", "cpu", env=reach_env)
+    assert out.returncode == 1 and "0 passed, 1 failed" in out.stdout, out.stdout + out.stderr
+    listed = run_opzoo("list", "--json", env=reach_env)
+    assert listed.returncode == 0, listed.stderr
+    broken = [r["summary"] for r in json.loads(listed.stdout) if r["dist"] == "opzoo-reach-fixtures"]
+    assert sorted(broken) == [
+        f"importing it changes opzoo's own code (opzoo.testing.{what} replaced), which every op's verdict "
+        "depends on: not loaded"
+        for what in ("checks._gradient.gradient", "properties._resolve")
+    ]

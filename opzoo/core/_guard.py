@@ -7,9 +7,13 @@ imports it, and how each is kept out:
   child process, with a time limit (:func:`probe`); one that ends the child or runs out of time is
   recorded as broken, with its reason, and never imported here.
 - **Change torch's global state** (grad mode, default dtype, a patched ``torch.relu`` or
-  ``torch.Tensor.__mul__``), which would change every other op's verdicts: the child compares torch
-  before and after, and so does this process around every plugin import it makes
-  (:meth:`Guard.watching`); a change is undone, named, and the plugin is not loaded.
+  ``torch.Tensor.__mul__``) **or opzoo's own code** (``opzoo.testing.properties._resolve``, an entry
+  of ``PROPERTIES``), either of which would change every other op's verdicts: the child, with all of
+  opzoo loaded first, compares both before and after, and so does this process around every plugin
+  import it makes (:meth:`Guard.watching`); a change is undone, named, and the plugin is not loaded.
+
+A change to the process itself (the working directory, a signal's disposition) alters no verdict:
+it is undone and noted (:attr:`Guard.notes`), and the plugin stays loaded.
 
 The child's verdict is cached (:class:`Verdicts`) under a fingerprint of what was imported (the
 entry, its distribution's files, python, torch and opzoo), so a plugin is tried in a child once
@@ -32,6 +36,7 @@ from typing import Any, Callable, Iterator
 
 from opzoo import _files
 from opzoo._records import Source, canonical_dist
+from opzoo.core._own_state import OwnState, own_reason
 from opzoo.core._torch_state import TorchState, changed_reason
 from opzoo.exceptions import OpZooError
 
@@ -77,8 +82,10 @@ def probe(ref: str, timeout: float, call: str | None = None) -> str | None:
         else:
             how = f"ended the process with exit status {os.WEXITSTATUS(status)}"
         return f"importing it {how} (tried in a child process: os._exit? a crash?): not imported"
-    changes = json.loads(data)["changes"]
-    return changed_reason(changes) if changes else None
+    report = json.loads(data)
+    if report["own"]:
+        return own_reason(report["own"])
+    return changed_reason(report["changes"]) if report["changes"] else None
 
 
 def _child(ref: str, call: str | None, read: int, write: int, parent: int) -> None:
@@ -98,16 +105,30 @@ def _child(ref: str, call: str | None, read: int, write: int, parent: int) -> No
 
         from opzoo.core._spec import import_path
 
+        load_all_of_opzoo()  # so that a patch of a module the parent has not loaded is seen
         os.write(write, _READY)
-        before = TorchState.now()
+        before, own = TorchState.now(), OwnState.now()
         with contextlib.suppress(BaseException):
             target = import_path(ref)
             hook = getattr(target, call, None) if call else None
             if callable(hook):
                 hook()
-        os.write(write, json.dumps({"changes": before.changes()}).encode())
+        os.write(write, json.dumps({"changes": before.changes(), "own": own.changes()}).encode())
     finally:
         os._exit(0)
+
+
+def load_all_of_opzoo() -> None:
+    """Import every module of the opzoo package (half a second once torch is loaded), so that a
+    snapshot of opzoo's own code covers all of it."""
+    import importlib
+    import pkgutil
+
+    package = str(Path(__file__).resolve().parent.parent)  # opzoo/, this module's package's parent
+    for module in pkgutil.walk_packages([package], "opzoo.", onerror=lambda name: None):
+        if module.name != "opzoo.__main__":  # runs the command line when imported
+            with contextlib.suppress(Exception):
+                importlib.import_module(module.name)
 
 
 _READY = b"R"
@@ -208,6 +229,8 @@ class Guard:
     probe: bool = True
     timeout: float = IMPORT_TIMEOUT
     verdicts: Verdicts | None = None
+    #: One line per plugin import that changed the process (undone), for the command to print.
+    notes: list[str] = field(default_factory=list)
     _fingerprints: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -241,20 +264,29 @@ class Guard:
 
     @contextlib.contextmanager
     def watching(self, source: Source) -> Iterator[None]:
-        """Around an import of ``source``'s code here: a change to torch's global state is undone
-        and raised as :class:`Refused`. (Only once torch is loaded: the child's probe covers a
-        plugin that loads torch itself.)"""
-        if not self.applies(source) or "torch" not in sys.modules:
+        """Around an import of ``source``'s code here: a change to opzoo's own code (its loaded
+        modules) or to torch's global state (once torch is loaded: the child's probe covers a plugin
+        that loads torch itself) is undone and raised as :class:`Refused`; a change to the working
+        directory or a signal's disposition is undone and noted."""
+        if not self.applies(source):
             yield
             return
-        before = TorchState.now()
+        own = OwnState.now()
+        torch_state = TorchState.now() if "torch" in sys.modules else None
         try:
             yield
         finally:
-            changes = before.changes()
+            process, changes = own.process_changes(), own.changes()
+            torch_changes = torch_state.changes() if torch_state is not None else []
+            own.restore()
+            if torch_state is not None and torch_changes:
+                torch_state.restore()
+            if process:
+                self.notes.append(f"importing {source} ({source.entry_point}) {', '.join(process)} (undone)")
             if changes:
-                before.restore()
-                raise Refused(changed_reason(changes, undone=True))
+                raise Refused(own_reason(changes, undone=True))
+            if torch_changes:
+                raise Refused(changed_reason(torch_changes, undone=True))
 
     def _key(self, ref: str, source: Source, call: str | None) -> str:
         from importlib import metadata
