@@ -456,3 +456,61 @@ def test_a_plugin_that_assigns_to_the_checker_changes_no_other_ops_verdict(reach
         "depends on: not loaded"
         for what in ("checks._gradient.gradient", "properties._resolve")
     ]
+
+
+def test_a_plugin_that_changes_folder_at_import_moves_no_output(reach_env, tmp_path):
+    """cwdmover chdirs at import: relative --metrics, --checkpoint and --plot outputs were written in
+    its folder. The watch puts the folder back after the import and names the plugin."""
+    work, away = tmp_path / "work", tmp_path / "away"
+    work.mkdir()
+    away.mkdir()
+    argv = [
+        "train",
+        "--steps",
+        "1",
+        "--quiet",
+        "--device",
+        "cpu",
+        "--metrics",
+        "m.csv",
+        "--checkpoint",
+        "ck.pt",
+    ]
+    out = run_opzoo(*argv, "--plot", "p.png", env={**reach_env, "OPZOO_TEST_CHDIR": str(away)}, cwd=work)
+    assert out.returncode == 0, out.stderr
+    assert sorted(os.listdir(work)) == ["ck.pt", "ck.pt.lock", "m.csv", "p.png"] and os.listdir(away) == []
+    assert (
+        "opzoo: note: importing opzoo-reach-fixtures 0.0.1 (opzoo: cwdmover = opzoo_reach.cwdmover) changed "
+        f"the working directory to {str(away)!r} (undone)"
+    ) in out.stderr.splitlines()
+
+
+SELF_TERM = """
+import os, signal, torch
+
+def load():
+    os.kill(os.getpid(), signal.SIGTERM)  # delivered before kill returns: after every plugin loaded
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
+    return x, (x[:, 0] > 0).long(), x, (x[:, 0] > 0).long()
+"""
+
+
+def test_a_plugin_that_ignores_sigterm_does_not_make_train_unstoppable(reach_env, tmp_path):
+    """deaf sets SIGTERM and SIGINT to ignored at import: `train` ran on, stopped only by SIGKILL.
+    Exact, no race: the data loader sends the SIGTERM itself, after the plugins have loaded, and
+    train stops at its first step boundary."""
+    (tmp_path / "selfterm.py").write_text(SELF_TERM)
+    env = {
+        **reach_env,
+        "OPZOO_TEST_DEAF": "1",
+        "PYTHONPATH": f"{reach_env['PYTHONPATH']}{os.pathsep}{tmp_path}",
+    }
+    out = run_opzoo(
+        "train", "--data", "selfterm:load", "--steps", "1000", "--batch", "8", "--device", "cpu", env=env
+    )
+    assert out.returncode == 128 + signal.SIGTERM, out.stderr
+    assert "interrupted by SIGTERM" in out.stderr
+    assert (
+        "opzoo: note: importing opzoo-reach-fixtures 0.0.1 (opzoo: deaf = opzoo_reach.deaf) ignored SIGINT, "
+        "ignored SIGTERM (undone)"
+    ) in out.stderr.splitlines()
