@@ -7,12 +7,13 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import sys
 
 import pytest
 import torch
 
 from opzoo._records import Source
-from opzoo.core import _guard
+from opzoo.core import _guard, _probe
 from opzoo.core._torch_state import TorchState
 
 
@@ -64,11 +65,11 @@ def test_a_verdict_is_tried_once_then_read_from_the_cache(tmp_path, monkeypatch)
     Guard reading the same file); another time limit is another verdict."""
     calls = []
 
-    def fake_probe(ref, timeout, call=None):
+    def fake_trial(ref, timeout, call=None):
         calls.append((ref, timeout))
-        return "importing it ended the process with exit status 0"
+        return "importing it ended the process with exit status 0", []
 
-    monkeypatch.setattr(_guard, "probe", fake_probe)
+    monkeypatch.setattr(_guard, "trial", fake_trial)
     source = Source("pluggy", "1.0", "opzoo.ops: x = some_plugin:Op", "entry point")
     path = tmp_path / "cache" / _guard.CACHE_FILE
 
@@ -108,7 +109,13 @@ def test_an_unreadable_or_foreign_cache_is_no_cache(tmp_path):
     """A cache file that is garbage, of another format, or a folder: every verdict is tried again,
     and nothing fails."""
     path = tmp_path / _guard.CACHE_FILE
-    for text in ("not json", '{"format": 999, "verdicts": {"k": "x"}}', '{"format": 1, "verdicts": [1]}'):
+    for text in (
+        "not json",
+        '{"format": 999, "verdicts": {"k": {"verdict": "x", "loaded": []}}}',
+        '{"format": 2, "verdicts": [1]}',
+        '{"format": 2, "verdicts": {"k": "x"}}',
+        '{"format": 2, "verdicts": {"k": {"verdict": "x", "loaded": [["f", "big", 1, 1]]}}}',
+    ):
         path.write_text(text)
         assert _guard.Verdicts(path).get("k") == (False, None)
     path.unlink()
@@ -127,13 +134,13 @@ def test_the_probe_reports_an_exit_a_hang_a_change_and_a_clean_import(tmp_path, 
     (tmp_path / "p_fine.py").write_text("import torch\nx = torch.ones(1)\nprint('noise')\n")
     (tmp_path / "p_raises.py").write_text("raise ValueError('boom')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert _guard.probe("p_exit", 60.0).startswith("importing it ended the process with exit status 3")
-    assert _guard.probe("p_hang", 2.0).startswith("importing it did not finish within 2 s")
-    assert _guard.probe("p_grad", 60.0).startswith(
+    assert _probe.probe("p_exit", 60.0).startswith("importing it ended the process with exit status 3")
+    assert _probe.probe("p_hang", 2.0).startswith("importing it did not finish within 2 s")
+    assert _probe.probe("p_grad", 60.0).startswith(
         "importing it changes torch's global state (grad mode turned off)"
     )
-    assert _guard.probe("p_fine", 60.0) is None
-    assert _guard.probe("p_raises", 60.0) is None  # raising is left to the import here, recorded as usual
+    assert _probe.probe("p_fine", 60.0) is None
+    assert _probe.probe("p_raises", 60.0) is None  # raising is left to the import here, recorded as usual
 
 
 #: A hook plugin's source, as the watch names it.
@@ -175,7 +182,7 @@ def test_opzoos_own_imports_and_runs_are_no_change():
     from opzoo.core._own_state import OwnState
 
     before = OwnState.now()
-    _guard.load_all_of_opzoo()
+    _probe.load_all_of_opzoo()
     import opzoo
     from opzoo.testing import check_property
 
@@ -200,3 +207,55 @@ def test_a_changed_working_directory_or_signal_is_undone_and_noted(tmp_path):
     finally:
         os.chdir(here)
         signal.signal(signal.SIGTERM, term)
+
+
+def _fake_dist(site, name: str, version: str, files: dict[str, str]) -> None:
+    """A distribution installed into ``site``: its files and a dist-info that lists them."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    for path, text in files.items():
+        (site / path).write_text(text)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "RECORD").write_text("".join(f"{p},,\n" for p in files) + f"{info.name}/METADATA,,\n")
+
+
+EXITS = "import os\nos._exit(0)\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the child is forked")
+@pytest.mark.parametrize("how", ["upgraded", "edited in place", "touched"])
+def test_a_dependency_that_changes_is_tried_again(tmp_path, monkeypatch, how):
+    """A verdict holds while what the import loaded is unchanged, whichever distribution a file is
+    in: a dependency upgraded (a dist-info renamed: its folder's time), edited in place (no folder
+    changes: the loaded file's size), or only touched (its time). Before, the cached 'fine' held
+    and `opzoo list` exited 0 with no output."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ to change the folder
+    site = tmp_path / "site"
+    _fake_dist(site, "plug-a", "1.0", {"plugA.py": "import depmod\n"})
+    _fake_dist(site, "dep", "1.0", {"depmod.py": "VALUE = 1\n"})
+    monkeypatch.syspath_prepend(str(site))
+    source = Source("plug-a", "1.0", "opzoo.ops: pluga = plugA", "entry point")
+
+    def guard():
+        return _guard.Guard(probe=True, verdicts=_guard.Verdicts(tmp_path / "cache.json"))
+
+    assert guard().refusal("plugA", source) is None
+    folders = _guard._path_folders()
+    depmod = site / "depmod.py"
+    if how == "upgraded":
+        depmod.write_text(EXITS)
+        (site / "dep-1.0.dist-info").rename(site / "dep-2.0.dist-info")
+        assert _guard._path_folders() != folders
+    elif how == "edited in place":
+        depmod.write_text(EXITS)
+        assert _guard._path_folders() == folders  # only the loaded list sees it
+    else:
+        before = depmod.stat()
+        os.utime(depmod, ns=(before.st_atime_ns, before.st_mtime_ns + 1))
+        assert _guard.Verdicts(tmp_path / "cache.json").get(guard()._key("plugA", source, None)) == (
+            False,
+            None,
+        )
+        return
+    refused = guard().refusal("plugA", source)
+    assert refused is not None and refused.startswith("importing it ended the process with exit status 0")
