@@ -4,6 +4,7 @@ installed."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -259,3 +260,60 @@ def test_a_dependency_that_changes_is_tried_again(tmp_path, monkeypatch, how):
         return
     refused = guard().refusal("plugA", source)
     assert refused is not None and refused.startswith("importing it ended the process with exit status 0")
+
+
+FORKER = """
+import os, signal
+r, w = os.pipe()
+if os.fork() == 0:  # the daemon: never returns to the import
+    os.close(r)
+    with open(os.environ["OPZOO_TEST_PIDS"], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    os.write(w, b"x")
+    while True:
+        signal.pause()
+os.close(w)
+os.read(r, 1)  # the daemon's pid is on file before the import ends
+"""
+
+DETACHED = """
+import os, signal
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:  # a classic daemon: a session of its own, its parent gone
+        with open(os.environ["OPZOO_TEST_PIDS"], "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        os.write(w, b"x")
+        while True:
+            signal.pause()
+    os._exit(0)
+os.close(w)
+os.read(r, 1)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the child is forked")
+def test_a_plugin_that_forks_at_import_is_judged_by_its_import_and_leaves_no_process(tmp_path, monkeypatch):
+    """A daemon forked at import held the report's pipe open: the probe waited its whole limit, called
+    the finished import 'did not finish', and left the daemon (a copy of `opzoo list`) behind. The
+    probe now waits for the importer's exit, and ends every process the import left, detached or
+    not. Exact: each daemon's pid is on file before its import ends, and the probe reaps every one
+    before it returns, so no pid is left to signal."""
+    (tmp_path / "p_fork.py").write_text(FORKER)
+    (tmp_path / "p_detached.py").write_text(DETACHED)
+    pids = tmp_path / "pids"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("OPZOO_TEST_PIDS", str(pids))
+    try:
+        assert _probe.probe("p_fork", 60.0) is None
+        assert _probe.probe("p_detached", 60.0) is None
+        daemons = [int(pid) for pid in pids.read_text().split()]
+        assert len(daemons) == 2
+        for pid in daemons:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:  # without the fix, the daemons are still there
+        for pid in [int(p) for p in pids.read_text().split()] if pids.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

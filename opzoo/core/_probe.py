@@ -1,8 +1,12 @@
 """A plugin's first import, tried in a forked child with a time limit: what it would do to opzoo.
 
-The child loads torch and all of opzoo first (not the plugin's time), takes snapshots of torch's
-global state and of opzoo's own code, imports the plugin (and calls its hook), and reports what
-changed and which files the import loaded. opzoo.core._guard decides and caches by that report.
+Three processes: opzoo's, which asks; a supervisor (opzoo's own code only), which loads torch and
+all of opzoo (not the plugin's time), then forks the importer and waits for the importer's exit,
+never for a pipe's end (a plugin that forks a daemon at import would hold a pipe open); and the
+importer, which takes snapshots of torch's global state and of opzoo's own code, imports the
+plugin (and calls its hook), and writes what changed and which files the import loaded. The
+supervisor is a subreaper in a process group of its own: before it exits it ends every process
+the import left behind, however it was detached. opzoo.core._guard decides and caches by the report.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from typing import Any
 from opzoo.core._own_state import OwnState, own_reason
 from opzoo.core._torch_state import TorchState, changed_reason
 
+#: Seconds the supervisor may take past the import's limit (ending what the import left behind).
+GRACE = 30.0
+_READY = b"R"
+
 
 def probe(ref: str, timeout: float, call: str | None = None) -> str | None:
     """Import ``ref`` (``module:attr`` or a module) in a forked child, and call its ``call``
@@ -31,53 +39,97 @@ def probe(ref: str, timeout: float, call: str | None = None) -> str | None:
 
 def trial(ref: str, timeout: float, call: str | None = None) -> tuple[str | None, list[Stat]]:
     """:func:`probe`'s verdict, and the files the import loaded (each a :data:`Stat`; none when the
-    child did not report)."""
-    read, write = os.pipe()
+    importer did not report)."""
+    report = _scratch()
+    ready, ready_w = os.pipe()
     parent = os.getpid()
     pid = os.fork()
-    if pid == 0:  # the child: never returns
-        _child(ref, call, read, write, parent)
-    os.close(write)
+    if pid == 0:  # the supervisor: never returns
+        _supervise(ref, call, timeout, (ready, ready_w, report), parent)
+    os.close(ready_w)
+    with contextlib.suppress(OSError):  # the supervisor does the same: whichever comes first
+        os.setpgid(pid, pid)
     try:
-        data, status = _collect(pid, read, timeout)
+        _await(pid, ready, timeout + GRACE)
+        os.lseek(report, 0, os.SEEK_SET)
+        data = _read_all(report)
     finally:
-        os.close(read)
+        os.close(ready)
+        os.close(report)
+    return _verdict(data, timeout)
+
+
+def _verdict(data: bytes, timeout: float) -> tuple[str | None, list[Stat]]:
+    try:
+        result = json.loads(data)
+        status, report = result["status"], json.loads(result["report"] or "null")
+    except (ValueError, KeyError, TypeError):  # the supervisor was ended before it reported
+        return "importing it ended the process that tried it (tried in a child process): not imported", []
     if status is None:
         return (
             f"importing it did not finish within {timeout:g} s (tried in a child process): not imported",
             [],
         )
-    if not data:
+    if report is None:
         if os.WIFSIGNALED(status):
             how = f"killed the process with {signal.Signals(os.WTERMSIG(status)).name}"
         else:
             how = f"ended the process with exit status {os.WEXITSTATUS(status)}"
         return f"importing it {how} (tried in a child process: os._exit? a crash?): not imported", []
-    report = json.loads(data)
     if report["own"]:
         return own_reason(report["own"]), report["loaded"]
     return (changed_reason(report["changes"]) if report["changes"] else None), report["loaded"]
 
 
-def _child(ref: str, call: str | None, read: int, write: int, parent: int) -> None:
+def _await(pid: int, ready: int, limit: float) -> None:
+    """Wait for the supervisor: no limit until it has loaded torch and opzoo, then ``limit``
+    seconds, past which its whole group is killed; reap it."""
     try:
-        os.close(read)
-        from opzoo._lifetime import die_with_parent
+        if os.read(ready, 1) == _READY and not _ends_within(pid, limit):
+            os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except BaseException:  # Ctrl-C while waiting: the probe's processes go too
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        raise
 
-        die_with_parent(parent)
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, signal.SIG_DFL)
-        # A plugin that prints at import prints once, in the process that keeps it.
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+
+def _supervise(ref: str, call: str | None, timeout: float, fds: tuple[int, int, int], parent: int) -> None:
+    ready, ready_w, report = fds
+    try:
+        os.close(ready)
+        os.setpgid(0, 0)
+        _become_subreaper()
+        _quiet(parent)
         import torch  # noqa: F401  (not the plugin's time: the limit starts once it is loaded)
 
+        load_all_of_opzoo()  # so that a patch of a module the parent has not loaded is seen
+        out = _scratch()
+        os.write(ready_w, _READY)
+        os.close(ready_w)  # only this process held it: nothing the import starts can keep it open
+        importer = os.fork()
+        if importer == 0:
+            _import(ref, call, out, os.getppid())
+        status = os.waitpid(importer, 0)[1] if _ends_within(importer, timeout) else None
+        if status is None:
+            os.kill(importer, signal.SIGKILL)
+            os.waitpid(importer, 0)
+        _end_descendants()
+        os.lseek(out, 0, os.SEEK_SET)
+        result = {"status": status, "report": _read_all(out).decode(errors="replace")}
+        os.write(report, json.dumps(result).encode())
+    finally:
+        os._exit(0)
+
+
+def _import(ref: str, call: str | None, out: int, parent: int) -> None:
+    try:
+        from opzoo._lifetime import die_with_parent
         from opzoo.core._spec import import_path
 
-        load_all_of_opzoo()  # so that a patch of a module the parent has not loaded is seen
-        os.write(write, _READY)
+        die_with_parent(parent)
         before, own, modules = TorchState.now(), OwnState.now(), set(sys.modules)
         with contextlib.suppress(BaseException):
             target = import_path(ref)
@@ -85,11 +137,111 @@ def _child(ref: str, call: str | None, read: int, write: int, parent: int) -> No
             if callable(hook):
                 hook()
         loaded = _loaded_files([m for name, m in list(sys.modules.items()) if name not in modules])
-        report = {"changes": before.changes(), "own": own.changes(), "loaded": loaded}
-        os.write(write, json.dumps(report).encode())
+        os.write(
+            out, json.dumps({"changes": before.changes(), "own": own.changes(), "loaded": loaded}).encode()
+        )
     finally:
         os._exit(0)
 
+
+def _quiet(parent: int) -> None:
+    """Die with opzoo's process; signals as a fresh process has them; output to /dev/null (a plugin
+    that prints at import prints once, in the process that keeps it)."""
+    from opzoo._lifetime import die_with_parent
+
+    die_with_parent(parent)
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+
+
+# -- processes -------------------------------------------------------------------------------------
+
+
+def _ends_within(pid: int, seconds: float) -> bool:
+    """Whether child ``pid`` ends within ``seconds`` (it is not reaped)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # Linux < 5.3: ask now and then
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+            time.sleep(0.01)
+        return False
+    try:
+        return bool(select.select([fd], [], [], seconds)[0])
+    finally:
+        os.close(fd)
+
+
+def _become_subreaper() -> None:
+    """Have orphaned descendants (a daemon the import detached) handed to this process."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+_PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+
+
+def _end_descendants() -> None:
+    """Kill and reap every child, and every orphan handed to this subreaper, until none is left.
+    A killed child's children are handed over before it can be reaped, so each round sees them."""
+    while True:
+        for pid in _children():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    try:
+        return [
+            int(p) for t in os.listdir(f"/proc/{me}/task") for p in _read(f"/proc/{me}/task/{t}/children")
+        ]
+    except OSError:  # no /proc/PID/task/TID/children: every process's parent
+        found = []
+        for entry in os.listdir("/proc"):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if (
+                    entry.isdigit()
+                    and int(_read(f"/proc/{entry}/stat")[-1].rsplit(")", 1)[1].split()[1]) == me
+                ):
+                    found.append(int(entry))
+        return found
+
+
+def _read(path: str) -> list[str]:
+    with open(path) as f:
+        return f.read().split() if path.endswith("children") else [f.read()]
+
+
+def _scratch() -> int:
+    """A file only descriptors reach (memory where memfd exists)."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("opzoo-probe")
+    import tempfile
+
+    return os.dup(tempfile.TemporaryFile().fileno())
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+# -- what the import loaded ------------------------------------------------------------------------
 
 #: A file as last seen: [path, size, mtime_ns, inode].
 Stat = list
@@ -125,39 +277,3 @@ def load_all_of_opzoo() -> None:
         if module.name != "opzoo.__main__":  # runs the command line when imported
             with contextlib.suppress(Exception):
                 importlib.import_module(module.name)
-
-
-_READY = b"R"
-
-
-def _collect(pid: int, read: int, timeout: float) -> tuple[bytes, int | None]:
-    """Read the child's report until it closes the pipe; its wait status, or None if it ran past
-    ``timeout`` (then it is killed)."""
-    data, deadline = b"", None
-    try:
-        while True:
-            if deadline is None:  # until the child has loaded torch, which is not the plugin's time
-                if not select.select([read], [], [], None)[0]:
-                    continue
-                first = os.read(read, 1)
-                if first != _READY:
-                    break  # the child ended before it was ready
-                deadline = time.monotonic() + timeout
-                continue
-            left = deadline - time.monotonic()
-            if left <= 0:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return data, None
-            ready, _, _ = select.select([read], [], [], left)
-            if ready:
-                chunk = os.read(read, 1 << 16)
-                if not chunk:
-                    break
-                data += chunk
-    except BaseException:  # Ctrl-C while waiting: the child goes too
-        with contextlib.suppress(ProcessLookupError, ChildProcessError):
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        raise
-    return data, os.waitpid(pid, 0)[1]
