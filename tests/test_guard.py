@@ -317,3 +317,23 @@ def test_a_plugin_that_forks_at_import_is_judged_by_its_import_and_leaves_no_pro
         for pid in [int(p) for p in pids.read_text().split()] if pids.exists() else []:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_undo_compares_by_identity_and_keeps_what_opzoo_itself_sets():
+    """A tensor in opzoo's globals replaced is named and put back without calling its __eq__
+    (ambiguous for a tensor); the default registry, which a plugin may load through
+    opzoo.registry(), stays."""
+    import opzoo.testing.properties as properties
+    from opzoo.core import _default
+
+    before, ones = _default._default, torch.ones(2)
+    properties.SCALE = ones
+    try:
+        with pytest.raises(_guard.Refused, match=r"opzoo\.testing\.properties\.SCALE replaced"):
+            with _guard.Guard(probe=False).watching(HOOK):
+                properties.SCALE = torch.zeros(2)
+                _default._default = "loaded meanwhile"
+        assert properties.SCALE is ones and _default._default == "loaded meanwhile"
+    finally:
+        _default._default = before
+        vars(properties).pop("SCALE", None)

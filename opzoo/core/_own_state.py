@@ -88,9 +88,9 @@ class OwnState:
 
     def restore(self) -> None:
         """Put back what :meth:`changes` and :meth:`process_changes` find."""
-        for _label, obj, then in self.places:
-            if _contents(obj) != then:
-                _put_back(obj, then)
+        for label, obj, then in self.places:
+            if _differences(label, obj, then):  # by identity: no value's __eq__ is called
+                _put_back(label, obj, then)
         if self.cwd is not None and _cwd() != self.cwd:
             with contextlib.suppress(OSError):
                 os.chdir(self.cwd)
@@ -207,7 +207,7 @@ def _submodule(obj: Any, key: Any, value: Any) -> bool:
     )
 
 
-def _put_back(obj: Any, then: Any) -> None:
+def _put_back(label: str, obj: Any, then: Any) -> None:
     with contextlib.suppress(AttributeError, TypeError, ValueError):
         if isinstance(obj, types.FunctionType):
             obj.__code__, obj.__defaults__, obj.__kwdefaults__ = then
@@ -215,7 +215,7 @@ def _put_back(obj: Any, then: Any) -> None:
             held = vars(obj) if isinstance(obj, types.ModuleType) else obj
             for key in [k for k in held if k not in then and not _submodule(obj, k, held[k])]:
                 del held[key]
-            held.update(then)
+            held.update({k: v for k, v in then.items() if f"{label}.{k}" not in RUNTIME})
         elif isinstance(obj, type) or _is_record(obj):
             setter = setattr if isinstance(obj, type) else object.__setattr__
             deleter = delattr if isinstance(obj, type) else object.__delattr__
