@@ -185,7 +185,8 @@ class Guard:
         finally:
             process, changes = own.process_changes(), own.changes()
             torch_changes = torch_state.changes() if torch_state is not None else []
-            own.restore()
+            if process or changes:
+                own.restore()
             if torch_state is not None and torch_changes:
                 torch_state.restore()
             if process:
