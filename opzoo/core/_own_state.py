@@ -35,8 +35,9 @@ RUNTIME = frozenset(
         "opzoo.testing.mutation._mutant_facts._FOUND",
     }
 )
-#: Names Python itself adds to a module's globals.
-_PYTHON_OWN = frozenset({"__builtins__", "__warningregistry__"})
+#: Names Python itself adds to a module's globals or a class (annotations are made on first use
+#: from Python 3.14, as inspect or dataclasses read them).
+_PYTHON_OWN = frozenset({"__builtins__", "__warningregistry__", "__annotations__", "__annotations_cache__"})
 #: How deep a table is followed (PROFILES: a dict of tuples holding dicts).
 _DEPTH = 3
 
