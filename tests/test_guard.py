@@ -337,3 +337,27 @@ def test_the_undo_compares_by_identity_and_keeps_what_opzoo_itself_sets():
     finally:
         _default._default = before
         vars(properties).pop("SCALE", None)
+
+
+def test_a_snapshot_reuses_the_last_walk_only_while_nothing_changed():
+    """The walk over opzoo's modules is reused while every place holds the same objects: a change
+    made between two snapshots is the second one's starting point, a change after it is named."""
+    import opzoo.testing.properties as properties
+    from opzoo.core._own_state import OwnState
+
+    resolve = properties._resolve
+    try:
+        first = OwnState.now()
+        assert OwnState.now().places is first.places  # nothing changed: the same walk
+        properties._resolve = lambda where: None  # before the next snapshot: its starting point
+        second = OwnState.now()
+        assert second.places is not first.places and second.changes() == []
+        properties.choose = lambda *args: None
+        assert second.changes() == ["opzoo.testing.properties.choose replaced"]
+        second.restore()
+        assert properties._resolve is not resolve and first.changes() == [
+            "opzoo.testing.properties._resolve replaced"
+        ]
+    finally:
+        first.restore()
+    assert properties._resolve is resolve and first.changes() == []

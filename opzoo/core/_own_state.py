@@ -31,6 +31,7 @@ RUNTIME = frozenset(
     {
         "opzoo._lifetime._requested",
         "opzoo.core._default._default",
+        "opzoo.core._own_state._WALKED",
         "opzoo.library._BRIDGED",
         "opzoo.testing.mutation._mutant_facts._FOUND",
     }
@@ -62,17 +63,24 @@ class OwnState:
     @classmethod
     def now(cls) -> OwnState:
         """Take a snapshot (a few milliseconds with all of opzoo loaded)."""
-        places: list[tuple[str, Any, Any]] = []
-        seen: set[int] = set()
-        for name, module in own_modules().items():
-            _track(places, seen, name, module, _DEPTH, module=name)
-        return cls(places, _cwd(), _signals())
+        modules = own_modules()
+        walked = _WALKED.get(frozenset(modules))
+        # Where every place still holds the very objects it held, a walk would find the same places
+        # and copy the same contents: the last walk is the snapshot.
+        if walked is None or not all(_same(obj, then) for _, obj, then in walked):
+            walked, seen = [], set()
+            for name, module in modules.items():
+                _track(walked, seen, name, module, _DEPTH, module=name)
+            _WALKED.clear()
+            _WALKED[frozenset(modules)] = walked
+        return cls(walked, _cwd(), _signals())
 
     def changes(self) -> list[str]:
         """What differs in opzoo's code now from this snapshot, in words (empty: nothing)."""
         found: list[str] = []
         for label, obj, then in self.places:
-            found += _differences(label, obj, then)
+            if not _same(obj, then):
+                found += _differences(label, obj, then)
         return found
 
     def process_changes(self) -> list[str]:
@@ -90,7 +98,7 @@ class OwnState:
     def restore(self) -> None:
         """Put back what :meth:`changes` and :meth:`process_changes` find."""
         for label, obj, then in self.places:
-            if _differences(label, obj, then):  # by identity: no value's __eq__ is called
+            if not _same(obj, then) and _differences(label, obj, then):  # by identity, no __eq__
                 _put_back(label, obj, then)
         if self.cwd is not None and _cwd() != self.cwd:
             with contextlib.suppress(OSError):
@@ -173,6 +181,23 @@ def _contents(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return tuple(obj)
     return frozenset(obj)
+
+
+#: The last walk over opzoo's modules, by the names of the modules it walked.
+_WALKED: dict[frozenset[str], list[tuple[str, Any, Any]]] = {}
+
+
+def _same(obj: Any, then: Any) -> bool:
+    """Whether ``obj`` holds the very objects it held (``then``, its contents then), read in place:
+    no copy, since nearly every place is unchanged."""
+    if isinstance(obj, types.FunctionType):
+        return obj.__code__ is then[0] and obj.__defaults__ is then[1] and obj.__kwdefaults__ is then[2]
+    if isinstance(then, tuple):
+        return len(obj) == len(then) and all(a is b for a, b in zip(obj, then))
+    if isinstance(then, frozenset):
+        return frozenset(obj) == then
+    held = obj if isinstance(obj, dict) else vars(obj)
+    return len(held) == len(then) and all(held.get(key, _MISSING) is old for key, old in then.items())
 
 
 def _differences(label: str, obj: Any, then: Any) -> list[str]:
