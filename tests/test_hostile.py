@@ -425,3 +425,92 @@ def test_a_plugin_changing_torchs_global_state_is_named_undone_and_kept_from_oth
         )
         assert got[how]["myrelu"] == ["pass"] * 4
         assert got[how]["state"] == [True, "torch.float32", 2.0, 0.0]
+
+
+# -- plugins that reach past torch: opzoo's own code, the working directory, signals (issue 30) ----
+
+
+@pytest.fixture(scope="module")
+def reach_env(tmp_path_factory):
+    """plugins/opzoo-reach-fixtures installed, tests/ importable (wrong_ops), a cache of its own."""
+    site = install_fixture(tmp_path_factory.mktemp("reach-site"), "opzoo-reach-fixtures")
+    tests = os.path.dirname(os.path.abspath(__file__))
+    return {
+        "PYTHONPATH": os.pathsep.join([site, tests]),
+        "OPZOO_CACHE_DIR": str(tmp_path_factory.mktemp("cache")),
+    }
+
+
+def test_a_plugin_that_assigns_to_the_checker_changes_no_other_ops_verdict(reach_env):
+    """checkerpatch replaces opzoo.testing.properties._resolve at import, checkerpatch2 the gradient
+    check (a module the registry had not loaded): no torch state changed, yet WrongSign's gradient
+    passed, exit 0, and `opzoo list` named nothing. Now each is listed broken, naming what it
+    changed, and not loaded: WrongSign fails."""
+    out = run_opzoo("check", "wrong_ops:WrongSign", "-p", "gradient", "--device", "cpu", env=reach_env)
+    assert out.returncode == 1 and "0 passed, 1 failed" in out.stdout, out.stdout + out.stderr
+    listed = run_opzoo("list", "--json", env=reach_env)
+    assert listed.returncode == 0, listed.stderr
+    broken = [r["summary"] for r in json.loads(listed.stdout) if r["dist"] == "opzoo-reach-fixtures"]
+    assert sorted(broken) == [
+        f"importing it changes opzoo's own code (opzoo.testing.{what} replaced), which every op's verdict "
+        "depends on: not loaded"
+        for what in ("checks._gradient.gradient", "properties._resolve")
+    ]
+
+
+def test_a_plugin_that_changes_folder_at_import_moves_no_output(reach_env, tmp_path):
+    """cwdmover chdirs at import: relative --metrics, --checkpoint and --plot outputs were written in
+    its folder. The watch puts the folder back after the import and names the plugin."""
+    work, away = tmp_path / "work", tmp_path / "away"
+    work.mkdir()
+    away.mkdir()
+    argv = [
+        "train",
+        "--steps",
+        "1",
+        "--quiet",
+        "--device",
+        "cpu",
+        "--metrics",
+        "m.csv",
+        "--checkpoint",
+        "ck.pt",
+    ]
+    out = run_opzoo(*argv, "--plot", "p.png", env={**reach_env, "OPZOO_TEST_CHDIR": str(away)}, cwd=work)
+    assert out.returncode == 0, out.stderr
+    assert sorted(os.listdir(work)) == ["ck.pt", "ck.pt.lock", "m.csv", "p.png"] and os.listdir(away) == []
+    assert (
+        "opzoo: note: importing opzoo-reach-fixtures 0.0.1 (opzoo: cwdmover = opzoo_reach.cwdmover) changed "
+        f"the working directory to {str(away)!r} (undone)"
+    ) in out.stderr.splitlines()
+
+
+SELF_TERM = """
+import os, signal, torch
+
+def load():
+    os.kill(os.getpid(), signal.SIGTERM)  # delivered before kill returns: after every plugin loaded
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
+    return x, (x[:, 0] > 0).long(), x, (x[:, 0] > 0).long()
+"""
+
+
+def test_a_plugin_that_ignores_sigterm_does_not_make_train_unstoppable(reach_env, tmp_path):
+    """deaf sets SIGTERM and SIGINT to ignored at import: `train` ran on, stopped only by SIGKILL.
+    Exact, no race: the data loader sends the SIGTERM itself, after the plugins have loaded, and
+    train stops at its first step boundary."""
+    (tmp_path / "selfterm.py").write_text(SELF_TERM)
+    env = {
+        **reach_env,
+        "OPZOO_TEST_DEAF": "1",
+        "PYTHONPATH": f"{reach_env['PYTHONPATH']}{os.pathsep}{tmp_path}",
+    }
+    out = run_opzoo(
+        "train", "--data", "selfterm:load", "--steps", "1000", "--batch", "8", "--device", "cpu", env=env
+    )
+    assert out.returncode == 128 + signal.SIGTERM, out.stderr
+    assert "interrupted by SIGTERM" in out.stderr
+    assert (
+        "opzoo: note: importing opzoo-reach-fixtures 0.0.1 (opzoo: deaf = opzoo_reach.deaf) ignored SIGINT, "
+        "ignored SIGTERM (undone)"
+    ) in out.stderr.splitlines()

@@ -7,13 +7,19 @@ imports it, and how each is kept out:
   child process, with a time limit (:func:`probe`); one that ends the child or runs out of time is
   recorded as broken, with its reason, and never imported here.
 - **Change torch's global state** (grad mode, default dtype, a patched ``torch.relu`` or
-  ``torch.Tensor.__mul__``), which would change every other op's verdicts: the child compares torch
-  before and after, and so does this process around every plugin import it makes
-  (:meth:`Guard.watching`); a change is undone, named, and the plugin is not loaded.
+  ``torch.Tensor.__mul__``) **or opzoo's own code** (``opzoo.testing.properties._resolve``, an entry
+  of ``PROPERTIES``), either of which would change every other op's verdicts: the child, with all of
+  opzoo loaded first, compares both before and after, and so does this process around every plugin
+  import it makes (:meth:`Guard.watching`); a change is undone, named, and the plugin is not loaded.
 
-The child's verdict is cached (:class:`Verdicts`) under a fingerprint of what was imported (the
-entry, its distribution's files, python, torch and opzoo), so a plugin is tried in a child once
-per install, and the usual start-up pays only a few ``stat`` calls. opzoo's own ops are not probed.
+A change to the process itself (the working directory, a signal's disposition) alters no verdict:
+it is undone and noted (:attr:`Guard.notes`), and the plugin stays loaded.
+
+The child's verdict is cached (:class:`Verdicts`) under a fingerprint of where imports come from
+(the entry, its distribution's files, the folders on ``sys.path``, python, torch and opzoo), with
+the files the child's import loaded: a verdict holds while none of them changed (size, time, inode),
+so a plugin is tried in a child once per install, and the usual start-up pays only ``stat`` calls.
+opzoo's own ops are not probed.
 """
 
 from __future__ import annotations
@@ -22,16 +28,15 @@ import contextlib
 import hashlib
 import json
 import os
-import select
-import signal
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from opzoo import _files
 from opzoo._records import Source, canonical_dist
+from opzoo.core._own_state import OwnState, own_reason
+from opzoo.core._probe import Stat, stat_of, trial
 from opzoo.core._torch_state import TorchState, changed_reason
 from opzoo.exceptions import OpZooError
 
@@ -42,108 +47,13 @@ ENV_TIMEOUT = "OPZOO_IMPORT_TIMEOUT"
 ENV_CACHE = "OPZOO_CACHE_DIR"
 CACHE_FILE = "plugin-imports.json"
 #: Bumped when what a verdict means changes: older verdicts are then tried again.
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
 _CACHE_ENTRIES = 500
 
 
 class Refused(OpZooError):
     """A plugin that opzoo does not import: its import ended or hung the process that tried it, or
     changed torch's global state."""
-
-
-# -- the first import, in a child ------------------------------------------------------------------
-
-
-def probe(ref: str, timeout: float, call: str | None = None) -> str | None:
-    """Import ``ref`` (``module:attr`` or a module) in a forked child, and call its ``call``
-    function if it has one (a hook plugin's ``opzoo_ops``); return why it must not be imported
-    here, or None. An import that merely raises is None: importing it here raises the same, and
-    is recorded as usual."""
-    read, write = os.pipe()
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        _child(ref, call, read, write, parent)
-    os.close(write)
-    try:
-        data, status = _collect(pid, read, timeout)
-    finally:
-        os.close(read)
-    if status is None:
-        return f"importing it did not finish within {timeout:g} s (tried in a child process): not imported"
-    if not data:
-        if os.WIFSIGNALED(status):
-            how = f"killed the process with {signal.Signals(os.WTERMSIG(status)).name}"
-        else:
-            how = f"ended the process with exit status {os.WEXITSTATUS(status)}"
-        return f"importing it {how} (tried in a child process: os._exit? a crash?): not imported"
-    changes = json.loads(data)["changes"]
-    return changed_reason(changes) if changes else None
-
-
-def _child(ref: str, call: str | None, read: int, write: int, parent: int) -> None:
-    try:
-        os.close(read)
-        from opzoo._lifetime import die_with_parent
-
-        die_with_parent(parent)
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, signal.SIG_DFL)
-        # A plugin that prints at import prints once, in the process that keeps it.
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115
-        import torch  # noqa: F401  (not the plugin's time: the limit starts once it is loaded)
-
-        from opzoo.core._spec import import_path
-
-        os.write(write, _READY)
-        before = TorchState.now()
-        with contextlib.suppress(BaseException):
-            target = import_path(ref)
-            hook = getattr(target, call, None) if call else None
-            if callable(hook):
-                hook()
-        os.write(write, json.dumps({"changes": before.changes()}).encode())
-    finally:
-        os._exit(0)
-
-
-_READY = b"R"
-
-
-def _collect(pid: int, read: int, timeout: float) -> tuple[bytes, int | None]:
-    """Read the child's report until it closes the pipe; its wait status, or None if it ran past
-    ``timeout`` (then it is killed)."""
-    data, deadline = b"", None
-    try:
-        while True:
-            if deadline is None:  # until the child has loaded torch, which is not the plugin's time
-                if not select.select([read], [], [], None)[0]:
-                    continue
-                first = os.read(read, 1)
-                if first != _READY:
-                    break  # the child ended before it was ready
-                deadline = time.monotonic() + timeout
-                continue
-            left = deadline - time.monotonic()
-            if left <= 0:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return data, None
-            ready, _, _ = select.select([read], [], [], left)
-            if ready:
-                chunk = os.read(read, 1 << 16)
-                if not chunk:
-                    break
-                data += chunk
-    except BaseException:  # Ctrl-C while waiting: the child goes too
-        with contextlib.suppress(ProcessLookupError, ChildProcessError):
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        raise
-    return data, os.waitpid(pid, 0)[1]
 
 
 # -- the verdicts, cached --------------------------------------------------------------------------
@@ -167,12 +77,16 @@ class Verdicts:
         self._known: dict[str, Any] | None = None
 
     def get(self, key: str) -> tuple[bool, str | None]:
-        known = self._load()
-        return (key in known, known.get(key))
+        """Whether a verdict is known for ``key`` and every file its import loaded is unchanged;
+        that verdict."""
+        entry = self._load().get(key)
+        if entry is None or any(stat_of(seen[0]) != seen for seen in entry["loaded"]):
+            return (False, None)
+        return (True, entry["verdict"])
 
-    def put(self, key: str, verdict: str | None) -> None:
+    def put(self, key: str, verdict: str | None, loaded: Iterable[Stat] = ()) -> None:
         known = self._load()
-        known[key] = verdict
+        known[key] = {"verdict": verdict, "loaded": list(loaded)}
         while len(known) > _CACHE_ENTRIES:  # oldest first: dicts keep insertion order
             del known[next(iter(known))]
         text = json.dumps({"format": _CACHE_FORMAT, "verdicts": known}, indent=0).encode()
@@ -188,10 +102,24 @@ class Verdicts:
                 if _files.kind(self.path) is None:
                     data = json.loads(self.path.read_text())
                     if data.get("format") == _CACHE_FORMAT and isinstance(data.get("verdicts"), dict):
-                        self._known = {
-                            k: v for k, v in data["verdicts"].items() if v is None or isinstance(v, str)
-                        }
+                        self._known = {k: v for k, v in data["verdicts"].items() if _is_entry(v)}
         return self._known
+
+
+def _is_entry(value: Any) -> bool:
+    """A cached entry as :meth:`Verdicts.put` writes it (anything else is no entry)."""
+    return (
+        isinstance(value, dict)
+        and (value.get("verdict") is None or isinstance(value.get("verdict"), str))
+        and isinstance(value.get("loaded"), list)
+        and all(
+            isinstance(s, list)
+            and len(s) == 4
+            and isinstance(s[0], str)
+            and all(type(n) is int for n in s[1:])
+            for s in value["loaded"]
+        )
+    )
 
 
 # -- the guard -------------------------------------------------------------------------------------
@@ -208,6 +136,8 @@ class Guard:
     probe: bool = True
     timeout: float = IMPORT_TIMEOUT
     verdicts: Verdicts | None = None
+    #: One line per plugin import that changed the process (undone), for the command to print.
+    notes: list[str] = field(default_factory=list)
     _fingerprints: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -234,27 +164,37 @@ class Guard:
             known, verdict = self.verdicts.get(key)
             if known:
                 return verdict
-        verdict = probe(ref, self.timeout, call)
+        verdict, loaded = trial(ref, self.timeout, call)
         if self.verdicts is not None:
-            self.verdicts.put(key, verdict)
+            self.verdicts.put(key, verdict, loaded)
         return verdict
 
     @contextlib.contextmanager
     def watching(self, source: Source) -> Iterator[None]:
-        """Around an import of ``source``'s code here: a change to torch's global state is undone
-        and raised as :class:`Refused`. (Only once torch is loaded: the child's probe covers a
-        plugin that loads torch itself.)"""
-        if not self.applies(source) or "torch" not in sys.modules:
+        """Around an import of ``source``'s code here: a change to opzoo's own code (its loaded
+        modules) or to torch's global state (once torch is loaded: the child's probe covers a plugin
+        that loads torch itself) is undone and raised as :class:`Refused`; a change to the working
+        directory or a signal's disposition is undone and noted."""
+        if not self.applies(source):
             yield
             return
-        before = TorchState.now()
+        own = OwnState.now()
+        torch_state = TorchState.now() if "torch" in sys.modules else None
         try:
             yield
         finally:
-            changes = before.changes()
+            process, changes = own.process_changes(), own.changes()
+            torch_changes = torch_state.changes() if torch_state is not None else []
+            if process or changes:
+                own.restore()
+            if torch_state is not None and torch_changes:
+                torch_state.restore()
+            if process:
+                self.notes.append(f"importing {source} ({source.entry_point}) {', '.join(process)} (undone)")
             if changes:
-                before.restore()
-                raise Refused(changed_reason(changes, undone=True))
+                raise Refused(own_reason(changes, undone=True))
+            if torch_changes:
+                raise Refused(changed_reason(torch_changes, undone=True))
 
     def _key(self, ref: str, source: Source, call: str | None) -> str:
         from importlib import metadata
@@ -264,7 +204,17 @@ class Guard:
         dist = source.dist or ""
         if dist not in self._fingerprints:
             self._fingerprints[dist] = _dist_fingerprint(dist)
-        parts = [_CACHE_FORMAT, ref, call, dist, source.version, self._fingerprints[dist]]
+        if "path" not in self._fingerprints:
+            self._fingerprints["path"] = _path_folders()
+        parts = [
+            _CACHE_FORMAT,
+            ref,
+            call,
+            dist,
+            source.version,
+            self._fingerprints[dist],
+            self._fingerprints["path"],
+        ]
         if (
             "torch" not in self._fingerprints
         ):  # its version from metadata: `list --format names` loads no torch
@@ -277,8 +227,8 @@ class Guard:
 
 
 def _dist_fingerprint(name: str) -> str:
-    """Sizes and times of a distribution's installed files (and, for an editable install, of the
-    Python files in its source folder): a changed plugin is tried again."""
+    """Sizes and times of a distribution's installed files: a changed plugin is tried again. (An
+    editable install's source files are among the files its import loads, checked by Verdicts.)"""
     from importlib import metadata
 
     h = hashlib.sha256()
@@ -286,34 +236,28 @@ def _dist_fingerprint(name: str) -> str:
         dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
         return ""
-    paths = [Path(str(dist.locate_file(f))) for f in (dist.files or [])]
-    paths += _editable_sources(dist)
-    for path in sorted(set(paths)):
+    for path in sorted({Path(str(dist.locate_file(f))) for f in (dist.files or [])}):
         with contextlib.suppress(OSError):
             st = path.stat()
             h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
 
 
-def _editable_sources(dist: Any, most: int = 2000) -> list[Path]:
-    """The .py files of an editable install's source folder (its RECORD lists only a .pth)."""
-    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-        info = json.loads(dist.read_text("direct_url.json") or "{}")
-        if info.get("dir_info", {}).get("editable") and info.get("url", "").startswith("file://"):
-            from urllib.parse import unquote, urlparse
-
-            root = Path(unquote(urlparse(info["url"]).path))
-            found: list[Path] = []
-            for folder, dirs, files in os.walk(root):
-                dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS]
-                found += [Path(folder) / f for f in files if f.endswith(".py")]
-                if len(found) > most:
-                    break
-            return found
-    return []
-
-
-_SKIP_DIRS = {"build", "dist", "node_modules", "__pycache__", "venv", ".venv", "site-packages"}
+def _path_folders() -> str:
+    """The folders imports come from, with their times: an install, upgrade or removal renames or
+    adds entries (a dist-info folder) in one, so every verdict is tried again once after it. The
+    working directory is left out (commands write files there; what a plugin loaded from it is
+    checked by Verdicts)."""
+    h = hashlib.sha256()
+    here = None
+    with contextlib.suppress(OSError):  # a folder since removed
+        here = os.getcwd()
+    for folder in sys.path:
+        with contextlib.suppress(OSError):
+            full = os.path.abspath(folder or ".")
+            if full != here and os.path.isdir(full):
+                h.update(f"{full}\0{os.stat(full).st_mtime_ns}\n".encode())
+    return h.hexdigest()
 
 
 def guarded_call(guard: Guard | None, source: Source, function: Callable[[], Any]) -> Any:

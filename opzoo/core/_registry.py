@@ -250,14 +250,16 @@ class Registry:
         return specs
 
     def slow(self, threshold: float = SLOW_IMPORT) -> list[str]:
-        """One line per plugin source whose imports took longer than ``threshold`` seconds."""
+        """One line per plugin source whose imports took longer than ``threshold`` seconds, or
+        changed the working directory or a signal's disposition (undone)."""
         lines = [
             f"importing {o.source} ({o.source.entry_point}) took {o.seconds:.1f} s"
             for offers in self._offers.values()
             for o in offers
             if o.seconds > threshold
         ]
-        hooks = self.plugins.slow if self.plugins is not None else []
+        hooks = [*(self.plugins.slow if self.plugins is not None else [])]
+        hooks += self.guard.notes if self.guard is not None else []  # imports that changed the process
         return lines + [line for line in hooks if line not in lines]
 
     def failures(self) -> list[Failure]:
