@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from opzoo._lifetime import die_with_parent
 from opzoo.core._spec import OpSpec
+from opzoo.exceptions import one_line
 from opzoo.testing.running._hooks import RunHooks
 from opzoo.testing.running._result import HUNG, Result
 
@@ -209,9 +210,12 @@ class Pool:
         i, prop, device = task
         if exitcode is not None and exitcode < 0:
             how = f"killed by {signal.Signals(-exitcode).name}"
+            reason = f"the check crashed its worker process ({how}): the op crashed the interpreter?"
         else:
-            how = f"exit status {exitcode}"
-        reason = f"the check crashed its worker process ({how}): the op crashed the interpreter?"
+            reason = (
+                f"the check ended its worker process (exit status {exitcode}): "
+                "the op called os._exit, or crashed the interpreter?"
+            )
         return Result(self.specs[i].name, prop, device, "fail", reason)
 
     def _killed(self, task: Task, took: float) -> Result:
@@ -263,7 +267,10 @@ def _serve(
         if task is None:
             return
         i, prop, device = task
-        result = work(specs[i], prop, device=device, **kw)
+        try:
+            result = work(specs[i], prop, device=device, **kw)
+        except BaseException as exc:  # the op's own SystemExit, KeyboardInterrupt...: its failure
+            result = Result(specs[i].name, prop, device, "fail", one_line(exc, with_type=True))
         failures = hooks.news() if hooks is not None else []
         try:
             conn.send((result, failures))
