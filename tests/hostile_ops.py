@@ -68,16 +68,6 @@ class KeyboardBackward(_Doubles):
         raise KeyboardInterrupt("from the op")
 
 
-class HangForward(_Doubles):
-    """Correct on the checks' small inputs; hangs on more than 500 elements (a report's plot grid)."""
-
-    @staticmethod
-    def forward(x):
-        while x.numel() > 500:
-            pass
-        return x * 2
-
-
 class Spawner(_Doubles):
     """Correct, but its backward starts a process that outlives it, once, its pid in the file
     $OPZOO_TEST_SPAWNED names."""
