@@ -199,3 +199,11 @@ def test_an_op_that_ends_or_hangs_its_worker_fails_the_report_which_is_written(t
     assert out.returncode == 1, out.stderr
     assert f"no plot and no error histogram: {why}" in page
     assert out.stdout.rstrip().endswith("0 failed check(s), 1 op(s) that ended or hung their worker")
+
+
+def test_the_report_writes_nothing_in_the_working_directory(tmp_path):
+    """Only the file asked for: no `.hypothesis/` folder of cached constants in the working
+    directory (before: 57 files under ./.hypothesis/constants/ from the error samples)."""
+    out = run_opzoo("report", "myrelu", "--html", "r.html", "-p", "accepts", "--examples", "3", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]

@@ -172,7 +172,7 @@ def error_samples(
 
     from opzoo.testing.checks._bound import rejects
     from opzoo.testing.running import _profiles
-    from opzoo.testing.running._repeatable import seeded_torch
+    from opzoo.testing.running._repeatable import seeded_torch, without_local_constants
     from opzoo.testing.running._runner import split
     from opzoo.testing.strategies import cases, edge_inputs, fixed_inputs
 
@@ -206,7 +206,10 @@ def error_samples(
             hypothesis.reject()
 
     try:
-        run()
+        # as the checks draw: no literals from local modules (which hypothesis also caches in
+        # ./.hypothesis/, a folder `opzoo report` then left in the user's working directory)
+        with without_local_constants():
+            run()
     except hypothesis.errors.Unsatisfiable:
         pass  # the forward rejected every drawn input: the fixed and edge ones may still be taken
     defaults = spec.contract.defaults()
