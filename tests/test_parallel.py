@@ -3,6 +3,7 @@ process's, in the same order; a crashed or deaf worker is one failed check, not 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -195,3 +196,20 @@ def test_an_ops_keyboard_interrupt_in_several_workers_is_its_failure_not_a_trace
     assert "0 passed, 2 failed, 0 skipped" in out.stdout
     assert out.stdout.count(": KeyboardInterrupt: from the op") == 2
     assert "Traceback" not in out.stderr
+
+
+def test_nothing_an_op_starts_outlives_the_command(tmp_path):
+    """A backward that starts a background process: the worker ends it before the worker itself
+    ends, and the command returns after its workers, so it is gone when `opzoo check` has exited
+    (before: alive, adopted by init). Exact: its pid is on file, no waiting is assumed."""
+    spawned = tmp_path / "spawned"
+    env = {**ON_PATH, "OPZOO_TEST_SPAWNED": str(spawned)}
+    out = run_opzoo("check", "hostile_ops:Spawner", "-p", "gradient", "--device", "cpu", "-j", "1", env=env)
+    pid = int(spawned.read_text())
+    try:
+        assert out.returncode == 0, out.stdout + out.stderr
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
