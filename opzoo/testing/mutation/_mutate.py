@@ -265,7 +265,7 @@ def mutate(
         )
     finally:
         for (i, name, _), got in done.items():
-            verdicts[specs[i].name, name] = _verdict(specs[i], name, got)
+            verdicts[specs[i].name, name] = verdict_of(specs[i], name, got)
         out = [
             verdicts[spec.name, name]
             for spec in specs
@@ -349,7 +349,7 @@ def _control(spec: OpSpec, control: OpSpec, results: list[Result]) -> Verdict:
     return Verdict(spec.name, CONTROL, PASSED, "", "", seconds, ran=ran)
 
 
-def _verdict(spec: OpSpec, mutant: str, got: Any) -> Verdict:
+def verdict_of(spec: OpSpec, mutant: str, got: Any) -> Verdict:
     """A worker's answer as a verdict: a :class:`Result` is what the pool says of a task it killed
     (past its time limit) or lost (the worker crashed), which the checks of the mutant caused."""
     if isinstance(got, Verdict):
@@ -359,4 +359,4 @@ def _verdict(spec: OpSpec, mutant: str, got: Any) -> Verdict:
     return Verdict(spec.name, mutant, UNJUDGED, reason=got.reason, seconds=got.seconds)
 
 
-__all__ = ["CONTROL", "Score", "Verdict", "mutate", "mutate_one", "order", "parse_score"]
+__all__ = ["CONTROL", "Score", "Verdict", "mutate", "mutate_one", "order", "parse_score", "verdict_of"]
