@@ -206,13 +206,11 @@ def error_samples(
             hypothesis.reject()
 
     try:
-        # as the checks draw: no literals from local modules (which hypothesis also caches in
-        # ./.hypothesis/, a folder `opzoo report` then left in the user's working directory)
+        # as the checks draw: no literals of local modules (hypothesis kept them in ./.hypothesis/)
         with without_local_constants():
             run()
     except hypothesis.errors.Unsatisfiable:
         pass  # the forward rejected every drawn input: the fixed and edge ones may still be taken
-    defaults = spec.contract.defaults()
     for inputs in [*fixed_inputs(spec, "cpu"), *edge_inputs(spec, "cpu")]:
-        attempt(defaults, inputs)
+        attempt(spec.contract.defaults(), inputs)
     return found
