@@ -9,6 +9,9 @@
   already stops on Ctrl-C stops on it too: ``opzoo check``'s workers, its report).
 - :func:`die_with_parent`: a child process (a check worker, a plugin probe, a torchrun rank) that the
   kernel kills when its parent ends, however the parent ends (``kill -9`` included).
+- :func:`become_subreaper` and :func:`end_descendants`: a process (a check worker) that adopts what
+  its children leave behind and ends it all before it exits, so that nothing an op started (a
+  background process of its backward) outlives the command.
 
 Imports no torch.
 """
@@ -123,6 +126,63 @@ def die_with_parent(parent: int | None = None) -> None:
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Have the kernel hand this process its orphaned descendants rather than to init (Linux 3.4+),
+    so that :func:`end_descendants` finds a grandchild whose parent has ended. Whether it did."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def end_descendants() -> None:
+    """SIGKILL every child of this process and reap it, until none is left: with
+    :func:`become_subreaper`, the grandchildren each killed child leaves come to this process and
+    are ended in turn. Linux (``/proc/PID/task/TID/children``); elsewhere nothing."""
+    while children := _children():
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)  # reaped: its orphans are this process's children now
+
+
+def _children() -> list[int]:
+    """The pids of this process's children (every thread's), from /proc; where the kernel has no
+    ``/proc/PID/task/TID/children``, every process whose parent is this one."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    try:
+        for tid in tasks:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                found += [int(pid) for pid in f.read().split()]
+        return found
+    except FileNotFoundError:  # no CONFIG_PROC_CHILDREN: read every process's parent
+        return _children_by_parent(os.getpid())
+    except OSError:  # a thread ended meanwhile: the next round looks again
+        return found
+
+
+def _children_by_parent(me: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            with open(f"/proc/{entry}/stat") as f:
+                if entry.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                    found.append(int(entry))
+    return found
 
 
 def _main_thread() -> bool:

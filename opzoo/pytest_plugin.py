@@ -144,8 +144,10 @@ class OpzooItem(pytest.Item):
             pytest.skip("not run: the op hung")
         spec = self.config.stash.get(SPECS, {}).get(self.op) or registry.info(self.op)
         hooks = self.config.stash[HOOKS]
-        options = self.config.stash[CHECK_OPTIONS]
-        result = check_property(spec, self.prop, device=self.device, registry=hooks, **options.check_kwargs())
+        kw = self.config.stash[CHECK_OPTIONS].check_kwargs()
+        result = _in_a_worker(
+            check_property, spec, self.prop, self.device, kw["timeout"], registry=hooks, **kw
+        )
         _warn_of(hooks)
         if result.timed_out:
             hung.add(self.op)
@@ -180,6 +182,7 @@ class MutantItem(pytest.Item):
             SURVIVED,
             Score,
             mutate_one,
+            verdict_of,
         )
 
         registry = self.config.stash[REGISTRY]
@@ -188,16 +191,21 @@ class MutantItem(pytest.Item):
         failing = {self.op: [p for v in seen if v.mutant == CONTROL for p in v.prop.split(", ") if p]}
         options = self.config.stash[MUTATE_OPTIONS]
         hooks = self.config.stash[HOOKS]
-        verdict = mutate_one(
+        props = options.properties
+        verdict = _in_a_worker(
+            mutate_one,
             spec,
             self.mutant,
-            props=options.properties,
+            "cpu",
+            None if options.timeout is None else options.timeout * len(props),
+            props=props,
             failing=failing,
             profile=options.profile,
             examples=options.examples,
             registry=hooks,
             timeout=options.timeout,
         )
+        verdict = verdict_of(spec, self.mutant, verdict)  # the pool's Result: a worker ended or killed
         _warn_of(hooks)
         if self.mutant == CONTROL:
             verdict = _control_verdict(verdict)
@@ -221,6 +229,16 @@ class MutantItem(pytest.Item):
 
     def reportinfo(self) -> tuple[str, int | None, str]:
         return "opzoo", None, self.name
+
+
+def _in_a_worker(work: Any, spec: Any, what: str, device: str, limit: float | None, **kw: Any) -> Any:
+    """``work(spec, what, device=device, **kw)`` in a forked worker, as ``opzoo check`` runs it:
+    an op that ends, hangs or escapes its process fails its test, and pytest goes on (before: an
+    os._exit in a backward ended pytest with exit status 0, ``.s``). A worker killed ``GRACE``
+    seconds past ``limit``, or ended, is the pool's failing Result."""
+    from opzoo.testing.running._parallel import run_pool
+
+    return run_pool([spec], [(0, what, device)], work, jobs=1, limit=limit, **kw)[0, what, device]
 
 
 class OpzooPluginWarning(UserWarning):

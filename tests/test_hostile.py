@@ -206,15 +206,17 @@ def test_sigterm_or_sighup_stops_check_and_no_worker_outlives_it(env, signum, to
 
 def test_workers_die_with_a_parent_killed_outright(env):
     """SIGKILL leaves the parent no handler to run: the kernel ends each worker with it
-    (PR_SET_PDEATHSIG). Exact: the workers' pids are read and opened as pidfds before the kill,
-    and the test waits until each has ended, however long the machine takes."""
+    (PR_SET_PDEATHSIG; the command with its supervisor, the workers with the command). Exact: the
+    workers' pids are read and opened as pidfds before the kill, and the test waits until each has
+    ended, however long the machine takes."""
     import select
 
     argv = "check hang -p hygiene,layout -j 2 --profile ci --device cpu".split()
     proc = start_check(argv, env)
     try:
         wait_for_line(proc, "checking hang")
-        workers = open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()
+        (command,) = open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()  # supervised
+        workers = open(f"/proc/{command}/task/{command}/children").read().split()
         assert len(workers) == 2
         pidfds = [os.pidfd_open(int(pid)) for pid in workers]
         proc.kill()

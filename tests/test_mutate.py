@@ -12,8 +12,11 @@ import pytest
 import torch
 from conftest import run_opzoo
 from correct_ops import Cube, RoundsByPath, SavesOutput, SeedMyReLU, SinCos
+from hostile_ops import ON_PATH
 
 import opzoo
+from opzoo.testing import spec_of
+from opzoo.testing.mutation._facts_task import facts
 from opzoo.testing.mutation._mutants import MUTANTS
 from opzoo.testing.mutation._mutate import (
     CONTROL,
@@ -259,3 +262,40 @@ def test_a_mutants_broadcast_count_traces_without_a_dynamo_warning(capfd):
     torch._dynamo.reset()
     assert torch.equal(torch.compile(scaled, backend="eager", fullgraph=True)(x, y), x * 2)  # y used twice
     assert "incorrect arg count" not in capfd.readouterr().err
+
+
+# -- an op's code runs on the workers, facts included ---------------------------------------------
+
+
+def test_an_ops_facts_are_found_in_a_task_whose_escape_is_its_failure():
+    """Finding which mutants apply runs the op (its backward on a grid): a SystemExit there is the
+    op's failure, returned, never raised (before: it ended `opzoo mutate`, exit 0, no score)."""
+    got = facts(spec_of("hostile_ops:ExitBackward"), "facts", names=["sign"], timeout=None)
+    assert (got.applies, got.reason) == ({}, "SystemExit: 0")
+    fine = facts(opzoo.info("myrelu"), "facts", names=["sign", "swap_inputs"], timeout=None)
+    assert fine.reason == "" and fine.applies["sign"] is None and fine.applies["swap_inputs"]
+
+
+@pytest.mark.parametrize("op", ["ExitBackward", "OsExitBackward", "BaseExcBackward", "KeyboardBackward"])
+def test_an_op_that_escapes_its_backward_fails_the_gate_with_a_score(op):
+    """`opzoo mutate --min-score` on an op whose backward exits or raises a BaseException: its
+    control failed, the score printed, exit 1, no traceback (before: exit 0 and nothing printed
+    for SystemExit, a traceback for a BaseException, 130 "interrupted" for a KeyboardInterrupt)."""
+    out = run_opzoo(
+        "mutate", f"hostile_ops:{op}", "--min-score", "0.99", "-p", "accepts,gradient", env=ON_PATH
+    )
+    assert out.returncode == 1, out.stderr
+    assert f"control failed: hostile_ops:{op}: the op fails gradient by itself" in out.stdout
+    assert "\nscore: " in out.stdout
+    assert "Traceback" not in out.stderr
+
+
+def test_a_hanging_op_is_stopped_by_mutates_own_limit():
+    """A backward that never returns fails the control at `--timeout`, and its mutants are not run
+    (before: mutate looked for its kinks in its own process, with no limit, and hung)."""
+    out = run_opzoo(
+        "mutate", "hostile_ops:HangBackward", "--timeout", "2", "-p", "accepts,gradient", env=ON_PATH
+    )
+    assert out.returncode == 1, out.stderr
+    assert "gradient: timed out after 2 s: the op hung?" in out.stdout
+    assert re.search(r"HangBackward\s+sign\s+unjudged\s+not run: the op hung", out.stdout)

@@ -3,16 +3,20 @@ process's, in the same order; a crashed or deaf worker is one failed check, not 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
 from dataclasses import replace
 
 import pytest
+from conftest import run_opzoo
 from correct_ops import Cube
+from hostile_ops import ON_PATH
 from wrong_ops import WRONG
 
 import opzoo
+from opzoo.testing import spec_of
 from opzoo.testing.running._options import RunOptions
 from opzoo.testing.running._parallel import can_fork, check_all
 
@@ -52,11 +56,12 @@ def outcome(results):
 
 def test_two_workers_give_one_process_results_in_its_order(registry):
     """Every field a report shows (verdict, reason, counterexample, worst mismatch, repro, notes) is
-    the serial run's, in the serial order, from a private registry the workers inherit."""
+    the serial run's (in this process), in the serial order, from a private registry the workers
+    inherit."""
     specs = [registry.info("cube"), registry.info("wrong_sign"), opzoo.info("myrelu")]
     props = ("gradient", "kinks", "hygiene", "double_backward", "compile")
     options = RunOptions(props, profile="ci", device="cpu", timeout=None)
-    serial = check_all(specs, replace(options, jobs=1), registry=registry)
+    serial = check_all(specs, replace(options, jobs=1), registry=registry, isolate=False)
     started = []
     into = []
     parallel = check_all(
@@ -138,3 +143,73 @@ def test_a_hook_that_fails_in_a_worker_is_the_runs_failure_once():
         "hook opzoo_input_strategy raised for op 'double': RuntimeError: strategy boom"
     ]
     assert reg.failures() == []
+
+
+# -- an op's code never runs in the command's process ---------------------------------------------
+
+
+def test_one_check_on_one_job_still_runs_in_a_worker():
+    """One task and one job: a worker all the same, so an op that ends its process fails its check
+    rather than ending the caller (before: checked here, the process ended with exit status 0)."""
+    spec = spec_of("hostile_ops:OsExitBackward")
+    results = check_all([spec], RunOptions(("gradient",), "ci", device="cpu", timeout=None, jobs=1))
+    ended = "the check ended its worker process (exit status 0): the op called os._exit, or crashed"
+    assert [r.status for r in results] == ["fail"] and results[0].reason.startswith(ended)
+
+
+def test_an_op_that_raises_keyboard_interrupt_fails_its_check():
+    """A KeyboardInterrupt no signal raised is the op's own: its check fails, here and in a worker
+    (before: here it was taken for Ctrl-C, in a worker it escaped as a traceback)."""
+    from opzoo.testing import check_property
+
+    spec = spec_of("hostile_ops:KeyboardBackward")
+    here = check_property(spec, "gradient", profile="ci")
+    assert (here.status, here.reason) == ("fail", "KeyboardInterrupt: from the op")
+    pooled = check_all([spec], RunOptions(("gradient",), "ci", device="cpu", timeout=None, jobs=1))
+    assert [(r.status, r.reason) for r in pooled] == [("fail", "KeyboardInterrupt: from the op")]
+
+
+@pytest.mark.parametrize(
+    "op, reason",
+    [
+        ("OsExitBackward", "the check ended its worker process (exit status 0)"),
+        ("ExitBackward", "SystemExit: 0"),
+        ("BaseExcBackward", "Weird: odd"),
+        ("KeyboardBackward", "KeyboardInterrupt: from the op"),
+    ],
+)
+def test_check_fails_an_op_that_escapes_its_check_with_one_job(op, reason):
+    """`opzoo check -j 1` with one task: the op's escape is a FAIL and exit 1, no traceback (before:
+    exit 0 with no output for an exit, 130 "interrupted" for a KeyboardInterrupt)."""
+    out = run_opzoo("check", f"hostile_ops:{op}", "-p", "gradient", "--device", "cpu", "-j", "1", env=ON_PATH)
+    assert out.returncode == 1, out.stderr
+    assert f"FAIL gradient[hostile_ops:{op}]: {reason}" in out.stdout
+    assert "Traceback" not in out.stderr
+
+
+def test_an_ops_keyboard_interrupt_in_several_workers_is_its_failure_not_a_traceback():
+    """With two workers, each check the op's KeyboardInterrupt ends is one FAIL (before: 8 worker
+    tracebacks, each check "crashed its worker")."""
+    args = ("check", "hostile_ops:KeyboardBackward", "-p", "gradient,double_backward", "--device", "cpu")
+    out = run_opzoo(*args, "-j", "2", env=ON_PATH)
+    assert out.returncode == 1, out.stderr
+    assert "0 passed, 2 failed, 0 skipped" in out.stdout
+    assert out.stdout.count(": KeyboardInterrupt: from the op") == 2
+    assert "Traceback" not in out.stderr
+
+
+def test_nothing_an_op_starts_outlives_the_command(tmp_path):
+    """A backward that starts a background process: the worker ends it before the worker itself
+    ends, and the command returns after its workers, so it is gone when `opzoo check` has exited
+    (before: alive, adopted by init). Exact: its pid is on file, no waiting is assumed."""
+    spawned = tmp_path / "spawned"
+    env = {**ON_PATH, "OPZOO_TEST_SPAWNED": str(spawned)}
+    out = run_opzoo("check", "hostile_ops:Spawner", "-p", "gradient", "--device", "cpu", "-j", "1", env=env)
+    pid = int(spawned.read_text())
+    try:
+        assert out.returncode == 0, out.stdout + out.stderr
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -11,6 +11,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import run_opzoo
+from hostile_ops import ON_PATH
 
 import opzoo
 from opzoo.cli import main
@@ -158,3 +160,50 @@ def test_the_report_renders_in_a_headless_browser(report, tmp_path):
     pixels = plt.imread(shot)[..., :3]
     assert pixels.std() > 0.05  # a blank page is one colour: std 0
     assert (pixels < 0.5).mean() > 0.005  # some dark pixels: text and lines were drawn
+
+
+# -- the op's code runs on the workers, the evidence included -------------------------------------
+
+
+def _report_of(op: str, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, str]:
+    """`opzoo report hostile_ops:OP` run in ``tmp_path`` with the checks of the forward alone, so
+    that its backward runs only on the plot's grid and in the error measurement."""
+    path = tmp_path / "r.html"
+    argv = ("report", f"hostile_ops:{op}", "--html", str(path), "-p", "accepts", "--examples", "3", *args)
+    out = run_opzoo(*argv, env=ON_PATH, cwd=tmp_path)
+    assert "Traceback" not in out.stderr
+    assert path.is_file(), out.stderr
+    return out, path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("op, raised", [("ExitBackward", "SystemExit: 0"), ("BaseExcBackward", "Weird: odd")])
+def test_an_op_that_raises_anything_on_the_plot_grid_still_gets_its_report(tmp_path, op, raised):
+    """SystemExit or a BaseException of the op's own on the grid is a note, as an Exception is
+    (before: exit 0 with no file and no message, or a traceback)."""
+    out, page = _report_of(op, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert f"no plot: {raised}" in page and f"no error histogram: {raised}" in page
+
+
+@pytest.mark.parametrize(
+    "op, args, why",
+    [
+        ("OsExitBackward", (), "the check ended its worker process (exit status 0)"),
+        ("HangBackward", ("--timeout", "2"), "timed out after 2 s: the op hung?"),
+    ],
+)
+def test_an_op_that_ends_or_hangs_its_worker_fails_the_report_which_is_written(tmp_path, op, args, why):
+    """An op that calls os._exit or never returns on the grid: the report is written, says so, and
+    the command exits 1 (before: exit 0 with no file, or a hang past --timeout)."""
+    out, page = _report_of(op, tmp_path, *args)
+    assert out.returncode == 1, out.stderr
+    assert f"no plot and no error histogram: {why}" in page
+    assert out.stdout.rstrip().endswith("0 failed check(s), 1 op(s) that ended or hung their worker")
+
+
+def test_the_report_writes_nothing_in_the_working_directory(tmp_path):
+    """Only the file asked for: no `.hypothesis/` folder of cached constants in the working
+    directory (before: 57 files under ./.hypothesis/constants/ from the error samples)."""
+    out = run_opzoo("report", "myrelu", "--html", "r.html", "-p", "accepts", "--examples", "3", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]

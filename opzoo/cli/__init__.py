@@ -117,7 +117,12 @@ def _error(line: str) -> None:
 
 def console() -> NoReturn:
     """The ``opzoo`` command (and ``python -m opzoo``): :func:`main`, then leave the process
-    without tearing the interpreter down.
+    without tearing the interpreter down, its exit status guarded from outside.
+
+    The command runs in a child of a supervisor (``opzoo/_supervisor.py``) that exits with the
+    status the command reported, or 70 with one line when the command ended with 0 before it
+    reported any (a plugin or an op calling ``os._exit(0)``): a CI gate never passes on a command
+    that did not finish. Not under torchrun, whose agent watches each rank itself.
 
     Finalizing the thousands of modules torch loads took 0.4-0.5 s at every exit here, a quarter
     of ``opzoo check NAME``'s start-up. Exit handlers (``atexit``, ``weakref.finalize``) still run
@@ -126,12 +131,28 @@ def console() -> NoReturn:
     release aborted the process during finalization ("terminate called without an active
     exception", about one run in four), after it had done everything right.
     """
-    code = main()
+    from opzoo import _supervisor
+
+    if _supervisor.can_supervise() and not in_torchrun():
+        _supervisor.supervised(_command, f"opzoo: error: {_supervisor.ENDED}")
+    _command(lambda code: None)
+
+
+def _command(report: Callable[[int], None]) -> NoReturn:
+    """Run :func:`main`, its exit handlers and flushes; ``report`` the exit status, then leave."""
+    try:
+        code = main()
+    except SystemExit as exc:  # argparse's --help and --version
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        if isinstance(exc.code, str):
+            _error(exc.code)
     try:
         if not in_torchrun():
             atexit._run_exitfuncs()
     finally:
-        os._exit(_flushed(code))
+        code = _flushed(code)
+        report(code)
+        os._exit(code)
 
 
 def _flushed(code: int) -> int:

@@ -62,5 +62,6 @@ def run_report(args: argparse.Namespace) -> int:
         )
     _report.write(args.html, report.html)
     failed = sum(r.status == "fail" for r in report.results)
-    print(f"wrote {args.html}: {len(specs)} op(s), {report.plots} plot(s), {failed} failed check(s)")
+    ended = f", {len(report.problems)} op(s) that ended or hung their worker" if report.problems else ""
+    print(f"wrote {args.html}: {len(specs)} op(s), {report.plots} plot(s), {failed} failed check(s){ended}")
     return EXIT_FAILED if report.failed else EXIT_OK

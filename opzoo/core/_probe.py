@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from opzoo._lifetime import become_subreaper, end_descendants
 from opzoo.core._own_state import OwnState, own_reason
 from opzoo.core._torch_state import TorchState, changed_reason
 
@@ -101,7 +102,7 @@ def _supervise(ref: str, call: str | None, timeout: float, fds: tuple[int, int, 
     try:
         os.close(ready)
         os.setpgid(0, 0)
-        _become_subreaper()
+        become_subreaper()
         _quiet(parent)
         import torch  # noqa: F401  (not the plugin's time: the limit starts once it is loaded)
 
@@ -116,7 +117,7 @@ def _supervise(ref: str, call: str | None, timeout: float, fds: tuple[int, int, 
         if status is None:
             os.kill(importer, signal.SIGKILL)
             os.waitpid(importer, 0)
-        _end_descendants()
+        end_descendants()
         os.lseek(out, 0, os.SEEK_SET)
         result = {"status": status, "report": _read_all(out).decode(errors="replace")}
         os.write(report, json.dumps(result).encode())
@@ -176,53 +177,6 @@ def _ends_within(pid: int, seconds: float) -> bool:
         return bool(select.select([fd], [], [], seconds)[0])
     finally:
         os.close(fd)
-
-
-def _become_subreaper() -> None:
-    """Have orphaned descendants (a daemon the import detached) handed to this process."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-_PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
-
-
-def _end_descendants() -> None:
-    """Kill and reap every child, and every orphan handed to this subreaper, until none is left.
-    A killed child's children are handed over before it can be reaped, so each round sees them."""
-    while True:
-        for pid in _children():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
-
-
-def _children() -> list[int]:
-    me = os.getpid()
-    try:
-        return [
-            int(p) for t in os.listdir(f"/proc/{me}/task") for p in _read(f"/proc/{me}/task/{t}/children")
-        ]
-    except OSError:  # no /proc/PID/task/TID/children: every process's parent
-        found = []
-        for entry in os.listdir("/proc"):
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                if (
-                    entry.isdigit()
-                    and int(_read(f"/proc/{entry}/stat")[-1].rsplit(")", 1)[1].split()[1]) == me
-                ):
-                    found.append(int(entry))
-        return found
-
-
-def _read(path: str) -> list[str]:
-    with open(path) as f:
-        return f.read().split() if path.endswith("children") else [f.read()]
 
 
 def _scratch() -> int:

@@ -1,6 +1,7 @@
 """The figures of ``opzoo report``: an elementwise op's forward and derivatives over the range its
-checks draw from (:func:`derivative_figure`), and the gradient's error per dtype as histograms
-(:func:`histogram_figure`). Each takes matplotlib's pyplot and returns the figure, drawn, not saved.
+checks draw from (:func:`derivative_figure`, from the :class:`Curves` that :func:`curves` computes
+in a worker), and the gradient's error per dtype as histograms (:func:`histogram_figure`). Each
+takes matplotlib's pyplot and returns the figure, drawn, not saved; no drawing runs the op.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from opzoo.core._registry import OpSpec
@@ -55,26 +57,32 @@ def histogram_figure(plt: Any, errors: Any) -> Any:
 
 
 @dataclass
-class _Curves:
-    """What the derivative figure draws of an op on its grid ``x``."""
+class Curves:
+    """What the derivative figure draws of an elementwise op on its grid ``x``: computed where the
+    op may run (:func:`curves`, a worker), drawn where it may not (:func:`derivative_figure`).
+    Arrays, not tensors, so that they travel between processes as plain bytes."""
 
-    x: torch.Tensor
-    y: torch.Tensor  # the forward
-    backward: torch.Tensor  # the hand-written backward's slope
-    oracle: torch.Tensor | None
+    params: dict[str, Any]
+    x: np.ndarray
+    y: np.ndarray  # the forward
+    backward: np.ndarray  # the hand-written backward's slope
+    oracle: np.ndarray | None
     label: str  # what the oracle is
+    surrogate: np.ndarray | None  # a surrogate op: the declared surrogate's derivative
     declared: list[float]  # declared kinks in range
     detected: list[float]  # kinks found numerically, not declared
     box: tuple[float, float]  # the range the checks draw from
 
 
-def _curves(op: Any, params: dict[str, Any]) -> _Curves:
-    from opzoo.testing.checks._bound import vjp
+def curves(spec: OpSpec) -> Curves:
+    """The op's forward, backward and oracle on the grid, at its default params: this runs the op."""
+    from opzoo.testing.checks._bound import bind, vjp
     from opzoo.testing.checks._kinks import outputs_of
     from opzoo.testing.checks._onesided import Probe
     from opzoo.testing.strategies import KINK_MARGIN, domain_box
 
-    spec = op.spec
+    params = spec.contract.defaults()
+    op = bind(spec, params)
     lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
     declared = sorted(k for k in spec.contract.kinks_at(params) if lo <= k <= hi)
     extra = [v for v in (0.0, *declared) if lo < v < hi]
@@ -86,39 +94,40 @@ def _curves(op: Any, params: dict[str, Any]) -> _Curves:
         y = outputs_of(op)(x)[0]
     backward = vjp(op, (x,), (torch.ones_like(y),))[1][0]
     oracle, label = _oracle_slope(op, x)
+    surrogate = _surrogate_slope(op, x) if spec.contract.surrogate is not None else None
     kinds = Probe(outputs_of(op), (x,), diagonal=True).kind.reshape(x.shape)
     rough = kinds != 0  # 0: smooth (_onesided.KINDS)
     detected = [v for v in x[rough].tolist() if all(abs(v - k) > 1e-9 for k in declared)]
-    return _Curves(x, y, backward, oracle, label, declared, detected, (lo, hi))
+    return Curves(
+        params, *(_array(t) for t in (x, y, backward, oracle)), label, _array(surrogate),
+        declared, detected, (lo, hi),
+    )  # fmt: skip
 
 
-def derivative_figure(plt: Any, spec: OpSpec, failed: list[Any]) -> Any:
+def _array(t: torch.Tensor | None) -> Any:
+    return None if t is None else t.detach().double().numpy().copy()
+
+
+def derivative_figure(plt: Any, spec: OpSpec, c: Curves, failed: list[Any]) -> Any:
     """The forward above; below, the hand-written backward, the oracle's derivative (and for a
     surrogate op the declared surrogate's and the true derivative); kinks and failures marked."""
-    from opzoo.testing.checks._bound import bind
-
-    params = spec.contract.defaults()
-    op = bind(spec, params)
-    c = _curves(op, params)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 4.6), dpi=80, sharex=True)
-    xs = c.x.numpy()
-    top.plot(xs, c.y.numpy(), color="#222", linewidth=1.3, label="forward")
+    top.plot(c.x, c.y, color="#222", linewidth=1.3, label="forward")
     top.set_ylabel("f(x)", fontsize=8)
     surrogate = spec.contract.surrogate is not None
     name = "backward (the surrogate)" if surrogate else "backward (hand-written)"
-    bottom.plot(xs, c.backward.numpy(), color="#4c72b0", linewidth=2.2, label=name)
+    bottom.plot(c.x, c.backward, color="#4c72b0", linewidth=2.2, label=name)
     if c.oracle is not None:
-        bottom.plot(xs, c.oracle.numpy(), color="#dd8452", linewidth=1.2, linestyle="--", label=c.label)
-    declared_slope = _surrogate_slope(op, c.x) if surrogate else None
-    if declared_slope is not None:
+        bottom.plot(c.x, c.oracle, color="#dd8452", linewidth=1.2, linestyle="--", label=c.label)
+    if c.surrogate is not None:
         style = dict(color="#55a868", linewidth=1.0, linestyle=":")
-        bottom.plot(xs, declared_slope.numpy(), label="the declared surrogate's derivative", **style)
+        bottom.plot(c.x, c.surrogate, label="the declared surrogate's derivative", **style)
     _mark_kinks((top, bottom), c.declared, c.detected)
     _mark_failures(bottom, failed, c.box)
     bottom.set_ylabel("df/dx", fontsize=8)
     bottom.set_xlabel("x (the range the checks draw from)", fontsize=8)
     bottom.legend(fontsize=7, loc="best")
-    top.set_title(f"{spec.name} {params if params else ''}".strip(), fontsize=9)
+    top.set_title(f"{spec.name} {c.params if c.params else ''}".strip(), fontsize=9)
     for ax in (top, bottom):
         ax.grid(True, alpha=0.3)
         ax.tick_params(labelsize=7)

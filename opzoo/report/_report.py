@@ -9,7 +9,8 @@ surrogate's derivative beside the true one). ``mutation=True`` adds the mutation
 
 Images are PNGs in ``data:`` URIs and the styles are inline: the file needs no server, no network
 and no other file. matplotlib is optional (the ``train`` extra); :func:`pyplot` says how to get it.
-This module is the page; the figures are drawn by ``_figures``.
+This module is the page; the figures are drawn by ``_figures``, from what ``_evidence`` measured on
+the checks' workers: no op code runs in the process that writes the page.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ import torch
 
 from opzoo import _files
 from opzoo.core._registry import OpSpec, Registry
-from opzoo.exceptions import ConfigError, one_line
+from opzoo.exceptions import ConfigError
+from opzoo.report._evidence import Evidence, evidence
 from opzoo.report._figures import derivative_figure, histogram_figure, shown_k
+from opzoo.testing.running._result import HUNG
 
 #: The one line a missing matplotlib gets (the CLI prefixes ``opzoo: error:``).
 NEEDS_MATPLOTLIB = "opzoo report needs matplotlib: pip install 'opzoo[train]'"
@@ -47,15 +50,17 @@ def pyplot() -> Any:
 
 @dataclass
 class Report:
-    """A rendered report: the HTML, the check results it shows and how many plots it embeds."""
+    """A rendered report: the HTML, the check results it shows, how many plots it embeds, and the
+    ops whose evidence ended or hung its worker (each with why)."""
 
     html: str
     results: list[Any] = field(default_factory=list)
     plots: int = 0
+    problems: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
-        return any(r.status == "fail" for r in self.results)
+        return bool(self.problems) or any(r.status == "fail" for r in self.results)
 
 
 def build(
@@ -71,7 +76,8 @@ def build(
     started: Any = lambda spec: None,
 ) -> Report:
     """Run the checks of ``specs`` (``props``: all by default) on the CPU, measure their errors and
-    draw them: the report, not yet written anywhere."""
+    draw them: the report, not yet written anywhere. The op's code runs on the checks' workers
+    only, the evidence too (:mod:`~opzoo.report._evidence`); this process draws."""
     plt = pyplot()  # before any check runs: a missing matplotlib is said at once
     from opzoo.testing.properties import PROPERTIES
     from opzoo.testing.running._options import RunOptions
@@ -81,17 +87,44 @@ def build(
     results: list[Any] = []
     options = RunOptions(props, profile, examples, device="cpu", timeout=timeout, jobs=jobs)
     check_all(specs, options, registry=registry, into=results, started=started)
+    found = _gather(
+        specs, results, profile=profile, examples=examples, jobs=jobs, registry=registry, timeout=timeout
+    )
     parts = [_head(specs, profile), _verdicts(results, props)]
-    plots = 0
-    for spec in specs:
+    plots, problems = 0, []
+    for i, spec in enumerate(specs):
         mine = [r for r in results if r.op == spec.name]
-        section, n = _op_section(plt, spec, mine, profile=profile, examples=examples, registry=registry)
+        got = found.get(i)
+        if not isinstance(got, Evidence):  # the pool's Result: the worker ended or was killed
+            problems.append(f"{spec.name}: {got.reason}")
+            got = Evidence(notes=[f"no plot and no error histogram: {got.reason}"])
+        elif got.timed_out:
+            problems.append(f"{spec.name}: {got.notes[-1]}")
+        section, n = _op_section(plt, spec, mine, got.loaded())
         parts.append(section)
         plots += n
     if mutation:
-        parts.append(mutation_section(specs, profile, registry=registry, jobs=jobs))
+        parts.append(mutation_section(specs, profile, registry=registry, jobs=jobs, timeout=timeout))
     parts.append("</body></html>\n")
-    return Report("\n".join(parts), results, plots)
+    return Report("\n".join(parts), results, plots, problems)
+
+
+def _gather(
+    specs: Sequence[OpSpec], results: list[Any], *, jobs: int, timeout: float | None, **kw: Any
+) -> dict[int, Any]:
+    """Each op's :class:`Evidence` by its index, from the workers (the pool's failing Result where
+    its worker ended or was killed); an op that hung in its checks gets none measured."""
+    from opzoo.testing.running._parallel import run_pool
+
+    hung = {r.op for r in results if r.timed_out}
+    tasks = [(i, "evidence", "cpu") for i, spec in enumerate(specs) if spec.name not in hung]
+    limit = None if timeout is None else 2 * timeout  # two parts, each within the limit
+    got = run_pool(specs, tasks, evidence, jobs=jobs, limit=limit, timeout=timeout, **kw)
+    done: dict[int, Any] = {
+        i: Evidence(notes=[f"no plot and no error histogram: {HUNG}"]) for i in range(len(specs))
+    }
+    done.update({i: value for (i, _, _), value in got.items()})
+    return done
 
 
 def write(path: str | os.PathLike[str], text: str) -> None:
@@ -109,12 +142,15 @@ def mutation_section(
     registry: Registry | None = None,
     jobs: int = 1,
     mutants: Sequence[str] | None = None,
+    timeout: float | None = 60.0,
 ) -> str:
     """The mutation score of ``specs`` (every mutant, or ``mutants``) as an HTML section: the rate,
     then each mutant's verdict and why (``opzoo mutate``'s, docs/testing.md)."""
     from opzoo.testing.mutation import _mutate
 
-    verdicts = _mutate.mutate(list(specs), mutants, profile=profile, registry=registry, jobs=jobs)
+    verdicts = _mutate.mutate(
+        list(specs), mutants, profile=profile, registry=registry, jobs=jobs, timeout=timeout
+    )
     score = _mutate.Score.of(verdicts)
     rate = "n/a" if score.rate is None else f"{100 * score.rate:.1f}%"
     rows = "".join(
@@ -184,18 +220,9 @@ def _verdicts(results: list[Any], props: Sequence[str]) -> str:
     )
 
 
-def _op_section(
-    plt: Any,
-    spec: OpSpec,
-    results: list[Any],
-    *,
-    profile: str,
-    examples: int | None,
-    registry: Registry | None,
-) -> tuple[str, int]:
-    """One op: its failures, its derivative plot (elementwise ops), its error histograms."""
-    from opzoo.testing.running._errors import error_samples
-
+def _op_section(plt: Any, spec: OpSpec, results: list[Any], found: Evidence) -> tuple[str, int]:
+    """One op: its failures, its derivative plot (elementwise ops), its error histograms, drawn
+    from what its worker ``found``."""
     parts = [f"<h2>{_e(spec.name)}</h2>"]
     if spec.summary:
         parts.append(f"<p>{_e(spec.summary)}</p>")
@@ -206,30 +233,18 @@ def _op_section(
     if notes:
         parts.append("<p class=note>" + "<br>".join(_e(n) for n in notes) + "</p>")
     plots = 0
-    if _plottable(spec):
-        try:
-            parts.append(_img(derivative_figure(plt, spec, failed), f"{spec.name}: forward and derivatives"))
-            plots += 1
-        except Exception as exc:  # the op's own code, on a grid the checks never drew
-            parts.append(f"<p class=note>no plot: {_e(one_line(exc, with_type=True))}</p>")
-    try:
-        errors = error_samples(spec, profile=profile, examples=examples, registry=registry)
-    except Exception as exc:  # the op's own code: anything
-        parts.append(f"<p class=note>no error histogram: {_e(one_line(exc, with_type=True))}</p>")
-        return "\n".join(parts), plots
-    if errors.backward:
+    if found.curves is not None:
+        figure = derivative_figure(plt, spec, found.curves, failed)
+        parts.append(_img(figure, f"{spec.name}: forward and derivatives"))
+        plots += 1
+    errors = found.errors
+    if errors is not None and errors.backward:
         parts.append(_error_table(errors))
         parts.append(_img(histogram_figure(plt, errors), f"{spec.name}: error histograms"))
         plots += 1
-    for note in errors.notes:
+    for note in [*found.notes, *(errors.notes if errors is not None else ())]:
         parts.append(f"<p class=note>{_e(note)}</p>")
     return "\n".join(parts), plots
-
-
-def _plottable(spec: OpSpec) -> bool:
-    sig = spec.contract.sig
-    constants = spec.arguments.constants if spec.arguments is not None else {}
-    return sig.elementwise and len(sig.inputs) == 1 and len(sig.outputs) == 1 and not constants
 
 
 def _img(fig: Any, alt: str) -> str:

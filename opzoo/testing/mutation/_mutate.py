@@ -5,12 +5,17 @@ Two steps, each on the same worker processes as ``opzoo check`` (:mod:`opzoo.tes
 
 1. the *control*, the op wrapped by the mutant that changes nothing, through every property, as
    ``opzoo check`` runs them: a property it fails is one the op (or the wrapping) fails by itself,
-   so it can tell nothing of a mutant, and is not run on the op's mutants;
+   so it can tell nothing of a mutant, and is not run on the op's mutants; then each op's *facts*
+   (:func:`facts`: which mutants apply, its kinks found numerically), one task each, since finding
+   them runs the op;
 2. every other mutant that applies, one task each: its properties run one at a time, those able to
    see it first (:meth:`Mutant.catchers`), and the first that fails kills it. One that survives all
    gets the reason it survived where one can be given: it changed no gradient the checks asked
    for (on a domain without negative inputs, say), or the properties able to see it did not run
    (no reference declared). A survivor with no reason is a blind spot of the checks.
+
+No op code runs in the caller's process: an op that exits, hangs or raises anything while its
+facts are gathered has its control failed or its mutants unjudged, as ``opzoo check`` fails it.
 
 The score is killed / (killed + survived): a mutant that does not apply (a swap of two gradients on
 an op of one input) is not counted.
@@ -23,11 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from opzoo.core._registry import OpSpec, Registry
+from opzoo.testing.mutation._facts_task import Facts, gather
 from opzoo.testing.mutation._mutant_ops import mutant_spec
 from opzoo.testing.mutation._mutants import MUTANTS, Mutant
 from opzoo.testing.properties import PROPERTIES
 from opzoo.testing.running._options import RunOptions
 from opzoo.testing.running._parallel import check_all, run_pool
+from opzoo.testing.running._result import HUNG
 from opzoo.testing.running._runner import TIMEOUT, Result, check_property
 
 CONTROL = next(m.name for m in MUTANTS.values() if m.control)
@@ -63,7 +70,8 @@ class Verdict:
     seconds: float = 0.0
     changed: bool = False
     ran: list[str] = field(default_factory=list)  # the properties run, in order
-    timed_out: bool = False  # a worker process's bookkeeping: a mutant's hang is a kill, not the op's
+    # a worker process's bookkeeping (a mutant's hang is a kill, not the op's); the control's: the op hung
+    timed_out: bool = False
 
     @property
     def counted(self) -> bool:
@@ -240,9 +248,10 @@ def mutate(
     kw: dict[str, Any] = dict(profile=profile, examples=examples, registry=registry, timeout=timeout)
     verdicts = _controls(specs, props, jobs, started, kw)
     failing = {spec.name: verdicts[spec.name, CONTROL].prop.split(", ") for spec in specs}
-    tasks = _tasks(specs, names, verdicts)
+    hung = {i for i, spec in enumerate(specs) if verdicts[spec.name, CONTROL].timed_out}
     done: dict[Any, Any] = {}
     try:
+        tasks = _tasks(specs, names, verdicts, gather(specs, names, hung, jobs, timeout))
         run_pool(
             specs,
             tasks,
@@ -256,7 +265,7 @@ def mutate(
         )
     finally:
         for (i, name, _), got in done.items():
-            verdicts[specs[i].name, name] = _verdict(specs[i], name, got)
+            verdicts[specs[i].name, name] = verdict_of(specs[i], name, got)
         out = [
             verdicts[spec.name, name]
             for spec in specs
@@ -292,16 +301,26 @@ def _controls(
 
 
 def _tasks(
-    specs: Sequence[OpSpec], names: list[str], verdicts: dict[tuple[str, str], Verdict]
+    specs: Sequence[OpSpec],
+    names: list[str],
+    verdicts: dict[tuple[str, str], Verdict],
+    found: dict[int, Any],
 ) -> list[tuple[int, str, str]]:
-    """Step 2's tasks: each mutant that applies to an op, one task each (the op by its index); one
-    that does not gets its verdict in ``verdicts``."""
+    """Step 2's tasks: each mutant that applies to an op (its ``found`` facts say), one task each
+    (the op by its index); one that does not, or of an op that hung or failed while its facts were
+    found, gets its verdict in ``verdicts``."""
     tasks = []
     for i, spec in enumerate(specs):
+        got = found.get(i)
+        if got is None:
+            why = HUNG
+        elif not isinstance(got, Facts) or got.reason:
+            why = f"not run: the op failed while its facts were found: {got.reason}"
         for name in names:
-            why = MUTANTS[name].applies(spec)  # here, once: what it finds is inherited by the workers
-            if why:
-                verdicts[spec.name, name] = Verdict(spec.name, name, NOT_APPLICABLE, reason=why)
+            if not isinstance(got, Facts) or got.reason:
+                verdicts[spec.name, name] = Verdict(spec.name, name, UNJUDGED, reason=why)
+            elif got.applies[name]:
+                verdicts[spec.name, name] = Verdict(spec.name, name, NOT_APPLICABLE, reason=got.applies[name])
             else:
                 tasks.append((i, name, "cpu"))
     return tasks
@@ -316,13 +335,21 @@ def _control(spec: OpSpec, control: OpSpec, results: list[Result]) -> Verdict:
         reason = "; ".join(
             f"{r.prop}: {r.reason.strip().splitlines()[0] if r.reason.strip() else 'failed'}" for r in failed
         )
+        hung = any(r.timed_out for r in mine)  # its mutants are not run: each would hang as long
         return Verdict(
-            spec.name, CONTROL, FAILED, ", ".join(r.prop for r in failed), reason, seconds, ran=ran
+            spec.name,
+            CONTROL,
+            FAILED,
+            ", ".join(r.prop for r in failed),
+            reason,
+            seconds,
+            ran=ran,
+            timed_out=hung,
         )
     return Verdict(spec.name, CONTROL, PASSED, "", "", seconds, ran=ran)
 
 
-def _verdict(spec: OpSpec, mutant: str, got: Any) -> Verdict:
+def verdict_of(spec: OpSpec, mutant: str, got: Any) -> Verdict:
     """A worker's answer as a verdict: a :class:`Result` is what the pool says of a task it killed
     (past its time limit) or lost (the worker crashed), which the checks of the mutant caused."""
     if isinstance(got, Verdict):
@@ -332,4 +359,4 @@ def _verdict(spec: OpSpec, mutant: str, got: Any) -> Verdict:
     return Verdict(spec.name, mutant, UNJUDGED, reason=got.reason, seconds=got.seconds)
 
 
-__all__ = ["CONTROL", "Score", "Verdict", "mutate", "mutate_one", "order", "parse_score"]
+__all__ = ["CONTROL", "Score", "Verdict", "mutate", "mutate_one", "order", "parse_score", "verdict_of"]

@@ -185,7 +185,7 @@ OPTIONS: dict[str, Option] = {
         ),
         Option(
             "jobs",
-            "worker processes that run checks side by side (1: all in this process)",
+            "worker processes that run checks side by side (1: one; the ops never run in this process)",
             short="-j",
             type=int,
             metavar="N",

@@ -1,6 +1,10 @@
 """Checking many ops on several cores: each (op, property, device) check is a task, run by a pool
 of worker processes forked from this one (``_pool``), or here where they cannot be.
 
+An op's code runs in a worker even for one task on one job: there an exit, a hang or an escape is
+that op's failed check, where in this process it would end or hang the command (``isolate``;
+only a caller that wants the op in its own process, a test comparing, passes False).
+
 The parent has run no torch computation when it forks. A check gives the same verdict in any
 process and any order (see ``_repeatable``), so the results equal a serial run's; they are returned
 in the serial order.
@@ -54,9 +58,11 @@ def check_all(
     into: list[Result] | None = None,
     started: Callable[[OpSpec], None] = lambda spec: None,
     grace: float = GRACE,
+    isolate: bool = True,
 ) -> list[Result]:
     """Check ``options.properties`` of every spec on each of its devices, with ``options.jobs``
-    worker processes (1, or where workers cannot be forked: in this process). ``registry`` is asked
+    worker processes (at least one; in this process where workers cannot be forked, or with
+    ``isolate`` False and one job). ``registry`` is asked
     for plugins' input strategies (a run's ``RunHooks`` gets every hook failure, a worker's too).
     ``started(spec)`` is called as an op's first check begins. Results come in the serial order;
     each is also put in ``into`` — as it is known when serial, and all finished ones when the pool
@@ -70,8 +76,8 @@ def check_all(
     hooks = hooks_of(registry) if registry is not None else None
     kw: dict[str, Any] = dict(options.check_kwargs(), registry=hooks)
     tasks = [(i, prop, device) for i in range(len(specs)) for prop in props for device in devices]
-    jobs = min(options.jobs or default_jobs(), len(tasks))
-    if jobs <= 1 or not can_fork() or _cuda_initialized():
+    jobs = max(1, min(options.jobs or default_jobs(), len(tasks)))
+    if not tasks or not _forks(jobs, isolate):
         results: list[Result] = []
         for spec in specs:
             started(spec)
@@ -105,22 +111,24 @@ def run_pool(
     done: dict[Task, Any] | None = None,
     started: Callable[[OpSpec], None] = lambda spec: None,
     grace: float = GRACE,
+    isolate: bool = True,
     **kw: Any,
 ) -> dict[Task, Any]:
     """Run ``work(specs[i], what, device=device, **kw)`` for each task ``(i, what, device)``, in
-    ``jobs`` forked workers as :func:`check_all` runs checks (in this process where it would: one
-    job, no fork, CUDA initialised): an op's first task alone, its others once it is back; a task
-    that crashes its worker, or runs ``grace`` seconds past ``limit``, becomes a failing
-    :class:`~opzoo.testing.running._runner.Result`. ``work`` returns a picklable record with a ``timed_out``
-    attribute (true: the op's other tasks are not run). The results by task, in ``done`` (if given)
-    as they come, so that an interrupted caller keeps those finished. A ``registry`` in ``kw``
-    becomes the run's ``RunHooks``, as in :func:`check_all`."""
+    ``jobs`` forked workers as :func:`check_all` runs checks (in this process where it would: no
+    fork, CUDA initialised, or one job and not ``isolate``): an op's first task alone, its others
+    once it is back; a task that crashes its worker, or runs ``grace`` seconds past ``limit``,
+    becomes a failing :class:`~opzoo.testing.running._runner.Result`, as does anything the task
+    raises. ``work`` returns a picklable record with a ``timed_out`` attribute (true: the op's other
+    tasks are not run). The results by task, in ``done`` (if given) as they come, so that an
+    interrupted caller keeps those finished. A ``registry`` in ``kw`` becomes the run's
+    ``RunHooks``, as in :func:`check_all`."""
     done = {} if done is None else done
     hooks = hooks_of(kw["registry"]) if kw.get("registry") is not None else None
     if hooks is not None:
         kw["registry"] = hooks
-    jobs = min(jobs, len(tasks))
-    if jobs <= 1 or not can_fork() or _cuda_initialized():
+    jobs = max(1, min(jobs, len(tasks)))
+    if not tasks or not _forks(jobs, isolate):
         seen: set[int] = set()
         for task in tasks:
             i, what, device = task
@@ -133,6 +141,11 @@ def run_pool(
 
     Pool(specs, jobs, grace, kw, hooks=hooks, work=work, limit=limit).run(list(tasks), done, started)
     return done
+
+
+def _forks(jobs: int, isolate: bool) -> bool:
+    """Whether tasks go to forked workers rather than run here."""
+    return (isolate or jobs > 1) and can_fork() and not _cuda_initialized()
 
 
 def _compiles(prop: str) -> bool:

@@ -18,8 +18,9 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
-from opzoo._lifetime import die_with_parent
+from opzoo._lifetime import become_subreaper, die_with_parent, end_descendants
 from opzoo.core._spec import OpSpec
+from opzoo.exceptions import one_line
 from opzoo.testing.running._hooks import RunHooks
 from opzoo.testing.running._result import HUNG, Result
 
@@ -144,6 +145,7 @@ class Pool:
             try:
                 result, failures = conn.recv()
             except (EOFError, OSError):
+                _kill(proc)  # ended (an os._exit?): what its op started, in its group, goes too
                 proc.join(1.0)
                 result, failures = self._crashed(task, proc.exitcode), []
                 self._replace(proc)
@@ -160,7 +162,7 @@ class Pool:
         for conn, (proc, task, began) in list(self.busy.items()):
             if now - began > self.timeout + self.grace:
                 self.busy.pop(conn)
-                proc.kill()
+                _kill(proc)
                 proc.join()
                 schedule.finish(task, self._killed(task, now - began))
                 self._replace(proc)
@@ -170,16 +172,16 @@ class Pool:
         for proc, conn in self.workers:
             if proc.is_alive():
                 if conn in self.busy:
-                    proc.kill()  # interrupted: a check in progress is abandoned
+                    _kill(proc)  # interrupted: a check in progress is abandoned
                 else:
                     try:
                         conn.send(None)
                     except OSError:
-                        proc.kill()
+                        _kill(proc)
         for proc, conn in self.workers:
             proc.join(5.0)
             if proc.is_alive():
-                proc.kill()
+                _kill(proc)
                 proc.join()
             conn.close()
 
@@ -209,9 +211,12 @@ class Pool:
         i, prop, device = task
         if exitcode is not None and exitcode < 0:
             how = f"killed by {signal.Signals(-exitcode).name}"
+            reason = f"the check crashed its worker process ({how}): the op crashed the interpreter?"
         else:
-            how = f"exit status {exitcode}"
-        reason = f"the check crashed its worker process ({how}): the op crashed the interpreter?"
+            reason = (
+                f"the check ended its worker process (exit status {exitcode}): "
+                "the op called os._exit, or crashed the interpreter?"
+            )
         return Result(self.specs[i].name, prop, device, "fail", reason)
 
     def _killed(self, task: Task, took: float) -> Result:
@@ -221,6 +226,16 @@ class Pool:
             f"its worker was killed after {took:.0f} s"
         )
         return Result(self.specs[i].name, prop, device, "fail", reason, seconds=took, timed_out=True)
+
+
+def _kill(proc: Any) -> None:
+    """SIGKILL a worker and its process group: what its op started goes with it (a worker killed
+    before it made its group: itself alone)."""
+    import contextlib
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.kill()
 
 
 def _torch_threads() -> int:
@@ -244,6 +259,25 @@ def _serve(
     # Ends with the parent, however the parent ends: a parent killed with SIGKILL (or whose SIGTERM
     # handler never ran) left its workers asleep on the output pipes for minutes.
     die_with_parent(parent)
+    # What an op starts (a background process of its backward) is this worker's to end: in its
+    # process group, which the parent kills with it, and adopted here if it outlives its parent.
+    os.setpgid(0, 0)
+    become_subreaper()
+    try:
+        _tasks(conn, specs, kw, threads, work, hooks)
+    finally:
+        end_descendants()
+
+
+def _tasks(
+    conn: Connection,
+    specs: Sequence[OpSpec],
+    kw: dict[str, Any],
+    threads: int,
+    work: Callable[..., Any],
+    hooks: RunHooks | None,
+) -> None:
+    """Run the tasks the parent sends until it sends None or is gone (see :func:`_serve`)."""
     import torch
 
     # Ctrl-C is the parent's to handle: it stops the pool and reports what finished. SIGTERM and
@@ -263,7 +297,10 @@ def _serve(
         if task is None:
             return
         i, prop, device = task
-        result = work(specs[i], prop, device=device, **kw)
+        try:
+            result = work(specs[i], prop, device=device, **kw)
+        except BaseException as exc:  # the op's own SystemExit, KeyboardInterrupt...: its failure
+            result = Result(specs[i].name, prop, device, "fail", one_line(exc, with_type=True))
         failures = hooks.news() if hooks is not None else []
         try:
             conn.send((result, failures))

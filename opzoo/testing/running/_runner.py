@@ -22,7 +22,7 @@ from opzoo.testing.running._options import OPTIONS
 from opzoo.testing.running._repeatable import seeded_torch, without_local_constants
 from opzoo.testing.running._repro import describe, repro
 from opzoo.testing.running._result import HUNG, Result
-from opzoo.testing.running._signals import PropertyTimeout, insistent_interrupt, time_limit
+from opzoo.testing.running._signals import PropertyTimeout, insistent_interrupt, signals_handled, time_limit
 from opzoo.testing.strategies import cases, edge_inputs, fixed_inputs
 
 DEVICES = ("cpu", "cuda")
@@ -101,10 +101,13 @@ def check_property(
         seed = random.SystemRandom().randrange(2**32)
     hooks = hooks_of(registry) if registry is not None else None
     tried = _Trial(spec, property_, device)
+    signalled = signals_handled()
     try:
         tried.every_input(conf, seed, hooks, profile, timeout)
     except BaseException as exc:  # the op under test may raise anything
-        interrupt = _interrupt_in(exc)
+        # A KeyboardInterrupt is Ctrl-C (or SIGTERM, SIGHUP) only if one of them was handled
+        # meanwhile; one the op raised itself is its failure (in a worker, which ignores SIGINT, always).
+        interrupt = _interrupt_in(exc) if signals_handled() > signalled else None
         if interrupt is not None:
             raise interrupt from None
         failure: BaseException | None = exc

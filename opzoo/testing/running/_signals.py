@@ -20,6 +20,15 @@ from opzoo._lifetime import Terminated
 #: Seconds between the raises of one limit or one Ctrl-C, until it has ended the block.
 AGAIN = 0.25
 
+_handled: list[int] = []  # every stopping signal a handler of insistent_interrupt took, in order
+
+
+def signals_handled() -> int:
+    """How many stopping signals :func:`insistent_interrupt` has handled in this process: a
+    KeyboardInterrupt raised while this stayed the same came from code (an op's own), not from
+    Ctrl-C, SIGTERM or SIGHUP."""
+    return len(_handled)
+
 
 class PropertyTimeout(BaseException):
     """A property ran past its wall-clock limit. A BaseException, so that neither the op under
@@ -80,6 +89,7 @@ def insistent_interrupt(signals: tuple[int, ...] = (signal.SIGINT,)) -> Iterator
     def interrupt(signum: int, frame: Any) -> None:
         if left.is_set():  # a resent signal that arrived as the block ended: already handled
             return
+        _handled.append(signum)
         if not resender:
             fired.append(signum)
             thread = threading.Thread(target=resend, args=(signum,), name="opzoo-interrupt", daemon=True)

@@ -1,0 +1,33 @@
+"""`pytest --opzoo`: each item's check runs on a forked worker, so that an op's code never ends or
+hangs pytest's own process."""
+
+from __future__ import annotations
+
+from conftest import run_pytest
+from hostile_ops import ON_PATH
+
+
+def test_an_op_that_ends_its_process_fails_its_item_and_pytest(tmp_path):
+    """An op whose backward calls os._exit: its gradient item fails with why, the rest run, and
+    pytest exits 1 (before: `.s` and exit status 0, pytest ended by the op)."""
+    args = (
+        "--opzoo=hostile_ops:OsExitBackward",
+        "--opzoo-property=accepts,gradient",
+        "--opzoo-device",
+        "cpu",
+        "-q",
+    )
+    out = run_pytest(*args, "-n", "0", env=ON_PATH, cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "the check ended its worker process (exit status 0)" in out.stdout
+    assert "1 failed, 1 passed" in out.stdout
+
+
+def test_an_op_that_hangs_fails_its_item_at_the_time_limit(tmp_path):
+    """A backward that never returns fails its item at --opzoo-timeout, and the op's next item is
+    skipped as hung, as `opzoo check` does."""
+    args = ("--opzoo=hostile_ops:HangBackward", "--opzoo-property=gradient,hygiene", "--opzoo-timeout", "2")
+    out = run_pytest(*args, "--opzoo-device", "cpu", "-n", "0", "-q", env=ON_PATH, cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "timed out after 2 s: the op hung?" in out.stdout
+    assert "1 failed, 1 skipped" in out.stdout
