@@ -108,6 +108,43 @@ class SilentlyDetachedUndeclared(SilentlyWrongDoubleBackward):
     opzoo_contract = None  # declares nothing
 
 
+class NanSecondDerivative(DeclaredSquare):
+    """x^2 whose backward multiplies by sqrt(0 * |x|) + 1: exactly 1, so the gradient is right, but
+    its derivative is sqrt's infinite slope at 0 times 0, nan: the second derivative is nan
+    everywhere (torch's gradgradcheck fails it)."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x * (torch.sqrt(0 * x.abs()) + 1)
+
+
+class NanHessianWhereZero(SavesOutput):
+    """relu(x)^2 whose backward 2 sqrt(y) reads its saved output: right, but its derivative is nan
+    (sqrt's infinite slope at 0 times 0) wherever the output is 0, and right (2) elsewhere: entmax15's
+    ``Y.sqrt()`` in miniature."""
+
+    opzoo_contract = opzoo.Contract(kinks={0.0: 0.0}, double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        return torch.relu(x) ** 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * 2 * y.sqrt()  # d/dx relu(x)^2 = 2 relu(x) = 2 sqrt(y)
+
+
+class NanGradientAtSmall(DeclaredSquare):
+    """x^2 whose gradient is nan wherever |x| < 0.5 (0 * inf inside the backward), right elsewhere."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x + 0 * torch.where(x.abs() < 0.5, math.inf, 0.0).to(x.dtype)
+
+
 class WrongSlopeSurrogate(Spike):
     """A spike whose arctan backward uses slope 2 where its surrogate atan(pi x)/pi has slope pi."""
 
@@ -557,6 +594,10 @@ WRONG = {
         "second derivative is wrong, with contiguous grad_output",
     ),
     "detached_undeclared": (SilentlyDetachedUndeclared, "double_backward", "once_differentiable"),
+    # a nan or infinite derivative where finite differences are finite: never excused as a kink
+    "nan_second_derivative": (NanSecondDerivative, "double_backward", "analytical nan"),
+    "nan_hessian_where_zero": (NanHessianWhereZero, "double_backward", "analytical nan"),
+    "nan_gradient_at_small": (NanGradientAtSmall, "gradient", "analytical nan"),
     "wrong_slope_surrogate": (WrongSlopeSurrogate, "gradient", "differs from the declared surrogate"),
     "wrong_in_lower_precision": (WrongInLowerPrecision, "gradient", "differs from the declared surrogate"),
     "ste_drops_grad_output": (STEDropsGradOutput, "gradient", "not multiplied by grad_output"),
@@ -634,6 +675,8 @@ ONLY = [
     "crashes_on_1d",
     "wrong_at_undeclared_kink",
     "silent_double_backward",
+    "nan_second_derivative",
+    "nan_hessian_where_zero",
     "off_reference",
     "wrong_for_noncontiguous_input",
     "grad_output_as_scratch",

@@ -226,8 +226,14 @@ def _through_grad_outputs(
     lhs, rhs = float(sum(left, torch.tensor(0.0))), float(sum(right, torch.tensor(0.0)))
     scale = sum(float((h * v).abs().sum()) for h, v in zip(hs, vs) if h is not None)
     scale += sum(float((s * u).abs().sum()) for s, u in zip(seconds, us) if s is not None)
-    if not (math.isfinite(lhs) and math.isfinite(rhs)):
-        return  # not finite at this input: nothing to compare
+    if not math.isfinite(rhs):
+        return  # the gradient is not finite at this input: nothing to compare
+    if not math.isfinite(lhs):
+        raise PropertyFailed(
+            f"second derivative is {lhs} with respect to grad_output where the gradient is finite "
+            f"({rhs:.9g}): the first derivative is linear in the grad_outputs, so its derivative along "
+            "them is finite (a backward that multiplies by sqrt(0 * g) + 1, or another 0 * inf of its own?)"
+        )
     if abs(lhs - rhs) > 1e-7 * scale + 1e-12:
         raise PropertyFailed(
             "second derivative is wrong with respect to grad_output: the first derivative is linear in "

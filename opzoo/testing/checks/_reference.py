@@ -54,11 +54,35 @@ def _in_dtype(
     if surrogate:
         return  # the gradient is the declared surrogate's, which gradient checks
     compare = _gradients_held(kinks, name, xs, lows, held)
+    grads, want_grads = _where_the_reference_is_finite(op, grads, want_grads)
     try:
         compare(grads, want_grads, par_grads)
     except PropertyFailed:
         if not _compared_off_the_kinks(op, ref, lop, dtype, xs, lows, gs, compare):
             raise
+
+
+#: Where the reference's float64 gradient is not finite and the op's is: the oracle's own overflow.
+OVERFLOW = (
+    "the reference's gradient is not finite at some points where the op's is (its own overflow, "
+    "0 * inf): not held against the op there (gradient judges it)"
+)
+
+
+def _where_the_reference_is_finite(
+    op: Bound, grads: Sequence[torch.Tensor], want: Sequence[torch.Tensor]
+) -> tuple[Tensors, Tensors]:
+    """The gradients with nan on both sides where the reference's is not finite and the op's is
+    (noted); an op's gradient that is not finite where the reference's is stays a failure."""
+    left_out = [g.isfinite() & ~w.to(g.device).isfinite() for g, w in zip(grads, want)]
+    if not any(bool(m.any()) for m in left_out):
+        return tuple(grads), tuple(want)
+    if OVERFLOW not in op.notes:
+        op.notes.append(OVERFLOW)
+    return (
+        tuple(torch.where(m, torch.nan, g) for g, m in zip(grads, left_out)),
+        tuple(torch.where(m.to(w.device), torch.nan, w) for w, m in zip(want, left_out)),
+    )
 
 
 Held = Callable[..., None]
@@ -144,7 +168,7 @@ def _compared_off_the_kinks(
     par_grads = _ref_vjp(ref, lows, kept(gs))[1] if dtype != torch.float64 else (None,) * len(xs)
     reached = _kinks.reached(smooth, [lambda w: vjp(lop, lows, w)[1], lambda w: _ref_vjp(ref, x64, w)[1]], gs)
     grads, want_grads = _kinks.unjudged(grads, want_grads, reached)
-    compare(grads, want_grads, par_grads)
+    compare(*_where_the_reference_is_finite(op, grads, want_grads), par_grads)
     return True
 
 
