@@ -93,6 +93,16 @@ class WrongDtype(ReLU):
         return x.clamp(min=0).float()
 
 
+class Float32ForShortDtypes(ReLU):
+    """ReLU that returns float32 for a bfloat16 or float16 input (a mask added as ``.float()``, as
+    sinabs' StochasticRounding does); float64 and float32 keep theirs."""
+
+    @staticmethod
+    def forward(x):
+        y = x.clamp(min=0)
+        return y.float() if x.dtype in (torch.bfloat16, torch.float16) else y
+
+
 class SilentlyWrongDoubleBackward(DeclaredSquare):
     """x^2 whose backward detaches x: the second derivative comes out zero, silently."""
 
@@ -588,6 +598,11 @@ WRONG = {
     "mutates_input": (MutatesInput, "hygiene", "forward mutated its input"),
     "contiguous_grad_only": (ContiguousGradOnly, "layout", "non-contiguous grad_output"),
     "wrong_dtype": (WrongDtype, "hygiene", "output dtype is torch.float32"),
+    "bf16_in_float32_out": (
+        Float32ForShortDtypes,
+        "hygiene",
+        "output dtype is torch.float32, expected torch.bfloat16 (the input's: the op declares bfloat16",
+    ),
     "silent_double_backward": (
         SilentlyWrongDoubleBackward,
         "double_backward",

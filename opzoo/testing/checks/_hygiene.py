@@ -51,13 +51,9 @@ def hygiene(op: Bound, *xs: torch.Tensor) -> None:
                 raise PropertyFailed(f"{when} mutated its input{where(i, len(leaves), '')}")
 
     outs = op.outputs(*leaves)  # checks the count and shapes against the signature
-    for j, o in enumerate(outs):
-        for what, got, want in (("dtype", o.dtype, xs[0].dtype), ("device", o.device, xs[0].device)):
-            if got != want:
-                raise PropertyFailed(
-                    f"output{where(j, len(outs), '')} {what} is {got}, expected {want} (the input's)"
-                )
+    _follows_the_input(outs, xs[0], "")
     unchanged("forward")
+    _in_each_dtype(op, xs)
     gs = grad_outputs(outs)
     g_before = [(g.clone(), g._version) for g in gs]
     first = grad(outs, leaves, gs, retain_graph=True)
@@ -83,6 +79,30 @@ def hygiene(op: Bound, *xs: torch.Tensor) -> None:
                 f"running backward twice gave different gradients{where(i, len(xs), 'of input')} (at flat "
                 f"index {e}: {g1.reshape(-1)[e].item()!r}, then {g2.reshape(-1)[e].item()!r})"
             )
+
+
+def _follows_the_input(outs: tuple[torch.Tensor, ...], x: torch.Tensor, declared: str) -> None:
+    """PropertyFailed unless every output has the dtype and device of the input ``x``."""
+    for j, o in enumerate(outs):
+        for what, got, want in (("dtype", o.dtype, x.dtype), ("device", o.device, x.device)):
+            if got != want:
+                which = where(j, len(outs), "")
+                expected = f"expected {want} (the input's{declared})"
+                raise PropertyFailed(f"output{which} {what} is {got}, {expected}")
+
+
+def _in_each_dtype(op: Bound, xs: tuple[torch.Tensor, ...]) -> None:
+    """The forward's outputs keep the dtype (and device) of inputs in each dtype the op declares, not
+    only of the float64 ones the other checks draw: a bfloat16 input whose output comes back float32
+    (a mask added as ``.float()``) is seen here, as nothing else compares dtypes there."""
+    for name in op.spec.contract.dtypes:
+        dtype = getattr(torch, name)
+        if dtype == xs[0].dtype:
+            continue
+        lows = tuple(x.detach().to(dtype) for x in xs)
+        with torch.no_grad():
+            outs = op.cast(dtype).outputs(*lows)
+        _follows_the_input(outs, lows[0], f": the op declares {name}, and float64 keeps its dtype")
 
 
 def accepts(op: Bound, *xs: torch.Tensor) -> None:
