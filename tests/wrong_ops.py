@@ -476,6 +476,20 @@ class CrashesOn1d(SavesOutput):
         return y * (grad - (grad * y).sum(-1, keepdim=True))
 
 
+class RejectsTwoWays(CrashesOn1d):
+    """A softmax over the last dimension that rejects an empty one (IndexError, as a max over it
+    would) and, in another way, 1-D input (ValueError), as sparsemax 0.1.9 does: both ways are
+    reported, whichever one hypothesis shrinks to."""
+
+    @staticmethod
+    def forward(x):
+        if x.shape[-1] == 0:
+            raise IndexError(f"max(): Expected reduction dim {x.dim() - 1} to have non-zero size.")
+        if x.dim() == 1:
+            raise ValueError(f"expected a batch of rows, got shape {tuple(x.shape)}")
+        return torch.softmax(x, -1)
+
+
 class ZeroesGradOutputRejectsEmpty(torch.autograd.Function):
     """A row sum that refuses an empty row (a limit, reported once by accepts), and whose backward
     zeroes grad_output in place when done with it (a bug, which the refusal must not hide)."""
@@ -669,6 +683,11 @@ WRONG = {
     "wrong_strides": (WrongStrides, "library", "test_faketensor"),
     "wrong_strides_classic": (WrongStridesClassic, "library", "test_faketensor"),
     "crashes_on_1d": (CrashesOn1d, "accepts", "the forward raised RuntimeError: expand"),
+    "rejects_two_ways": (
+        RejectsTwoWays,
+        "accepts",
+        "and rejects its fixed and edge inputs in 1 other way(s)",
+    ),
     "zeroes_grad_output_rejects_empty": (
         ZeroesGradOutputRejectsEmpty,
         "hygiene",
