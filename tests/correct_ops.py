@@ -489,29 +489,26 @@ class Float32Threshold(torch.autograd.Function):
 
 
 class SoftUnitStep(torch.autograd.Function):
-    """exp(-1/x) for x > 0, else 0, in the classic form with masks, as e3nn writes its _SoftUnitStep:
-    smooth everywhere. At tiny x (8.5e-162) its derivative exp(-1/x) / x^2 is 0, as the backward
-    says; the forward's autograd there multiplies exp's 0 by the reciprocal's overflowing slope, nan:
-    the oracle's own overflow, not the op's. Its backward is marked once_differentiable: autograd of
-    it would overflow the same way (a nan second derivative where the truth is 0)."""
+    """exp(-1/x) for x > 0, else 0, in the classic form, as e3nn writes its _SoftUnitStep (with
+    torch.where for its masked writes, which torch.compile cannot trace): smooth everywhere. At tiny
+    x (8.5e-162) its derivative exp(-1/x) / x^2 is 0, as the backward says; the forward's autograd
+    there multiplies exp's 0 by the reciprocal's overflowing slope, nan: the oracle's own overflow,
+    not the op's. Its backward is marked once_differentiable: autograd of it would overflow the same
+    way (a nan second derivative where the truth is 0)."""
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        y = torch.zeros_like(x)
-        m = x > 0.0
-        y[m] = (-1 / x[m]).exp()
-        return y
+        safe = torch.where(x > 0, x, 1.0)
+        return torch.where(x > 0, torch.exp(-1 / safe), 0.0)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        dx = torch.zeros_like(x)
-        m = x > 0.0
-        xm = x[m]
-        dx[m] = (-1 / xm).exp() / xm / xm  # d/dx exp(-1/x) = exp(-1/x) / x^2 (x^2 would underflow)
-        return dx * grad
+        safe = torch.where(x > 0, x, 1.0)
+        # d/dx exp(-1/x) = exp(-1/x) / x^2 (divided twice: x^2 would underflow)
+        return grad * torch.where(x > 0, torch.exp(-1 / safe) / safe / safe, 0.0)
 
 
 #: name -> class: correct ops at the points where they are not differentiable (see above)
