@@ -260,8 +260,9 @@ CORRECT = {"cube": Cube, "square": Square, "once": OnceDifferentiable, "seed_myr
 
 # -- correct ops where they are not differentiable ------------------------------------------------
 # Each was a false alarm once: a tie, a cone, a jump, a point where the forward is not finite nearby,
-# an output that is nan by definition. Each declares only its signature (or a surrogate), as an op of
-# several tensors must; hypothesis draws the points in question (it favours equal values and 0).
+# an output that is nan by definition, an oracle that overflows where the op does not. Each declares
+# only its signature (or a surrogate), as an op of several tensors must; hypothesis draws the points
+# in question (it favours equal values and 0).
 
 
 def _empty_max(x):
@@ -415,6 +416,7 @@ class Pow(torch.autograd.Function):
     def backward(ctx, grad):
         x, y, out = ctx.saved_tensors
         gx = grad * y * torch.pow(x, y - 1)
+        gx = torch.where((x == 0) & (y == 0), 0.0, gx)  # x ** 0 is constant in x at 0 too, not 0 * inf
         gy = grad * out * torch.log(x)
         gy = torch.where((x == 0) & (y >= 0), 0.0, gy)  # 0 ** y is constant in y there, as torch says
         return gx.sum_to_size(x.shape), gy.sum_to_size(y.shape)
@@ -486,6 +488,29 @@ class Float32Threshold(torch.autograd.Function):
         return grad * (x >= THRESHOLD)
 
 
+class SoftUnitStep(torch.autograd.Function):
+    """exp(-1/x) for x > 0, else 0, in the classic form, as e3nn writes its _SoftUnitStep (with
+    torch.where for its masked writes, which torch.compile cannot trace): smooth everywhere. At tiny
+    x (8.5e-162) its derivative exp(-1/x) / x^2 is 0, as the backward says; the forward's autograd
+    there multiplies exp's 0 by the reciprocal's overflowing slope, nan: the oracle's own overflow,
+    not the op's. Its backward is marked once_differentiable: autograd of it would overflow the same
+    way (a nan second derivative where the truth is 0)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        safe = torch.where(x > 0, x, 1.0)
+        return torch.where(x > 0, torch.exp(-1 / safe), 0.0)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        safe = torch.where(x > 0, x, 1.0)
+        # d/dx exp(-1/x) = exp(-1/x) / x^2 (divided twice: x^2 would underflow)
+        return grad * torch.where(x > 0, torch.exp(-1 / safe) / safe / safe, 0.0)
+
+
 #: name -> class: correct ops at the points where they are not differentiable (see above)
 AT_KINKS = {
     "tie_split_max": TieSplitMax,
@@ -499,6 +524,7 @@ AT_KINKS = {
     "variance": Variance,
     "triangle_spike": TriangleSpike,
     "float32_threshold": Float32Threshold,
+    "soft_unit_step": SoftUnitStep,
 }
 
 

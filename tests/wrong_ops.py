@@ -93,6 +93,16 @@ class WrongDtype(ReLU):
         return x.clamp(min=0).float()
 
 
+class Float32ForShortDtypes(ReLU):
+    """ReLU that returns float32 for a bfloat16 or float16 input (a mask added as ``.float()``, as
+    sinabs' StochasticRounding does); float64 and float32 keep theirs."""
+
+    @staticmethod
+    def forward(x):
+        y = x.clamp(min=0)
+        return y.float() if x.dtype in (torch.bfloat16, torch.float16) else y
+
+
 class SilentlyWrongDoubleBackward(DeclaredSquare):
     """x^2 whose backward detaches x: the second derivative comes out zero, silently."""
 
@@ -106,6 +116,43 @@ class SilentlyDetachedUndeclared(SilentlyWrongDoubleBackward):
     """x^2, no contract at all, whose backward detaches x: asked for a Hessian, it answers 0."""
 
     opzoo_contract = None  # declares nothing
+
+
+class NanSecondDerivative(DeclaredSquare):
+    """x^2 whose backward multiplies by sqrt(0 * |x|) + 1: exactly 1, so the gradient is right, but
+    its derivative is sqrt's infinite slope at 0 times 0, nan: the second derivative is nan
+    everywhere (torch's gradgradcheck fails it)."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x * (torch.sqrt(0 * x.abs()) + 1)
+
+
+class NanHessianWhereZero(SavesOutput):
+    """relu(x)^2 whose backward 2 sqrt(y) reads its saved output: right, but its derivative is nan
+    (sqrt's infinite slope at 0 times 0) wherever the output is 0, and right (2) elsewhere: entmax15's
+    ``Y.sqrt()`` in miniature."""
+
+    opzoo_contract = opzoo.Contract(kinks={0.0: 0.0}, double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        return torch.relu(x) ** 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * 2 * y.sqrt()  # d/dx relu(x)^2 = 2 relu(x) = 2 sqrt(y)
+
+
+class NanGradientAtSmall(DeclaredSquare):
+    """x^2 whose gradient is nan wherever |x| < 0.5 (0 * inf inside the backward), right elsewhere."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x + 0 * torch.where(x.abs() < 0.5, math.inf, 0.0).to(x.dtype)
 
 
 class WrongSlopeSurrogate(Spike):
@@ -429,6 +476,20 @@ class CrashesOn1d(SavesOutput):
         return y * (grad - (grad * y).sum(-1, keepdim=True))
 
 
+class RejectsTwoWays(CrashesOn1d):
+    """A softmax over the last dimension that rejects an empty one (IndexError, as a max over it
+    would) and, in another way, 1-D input (ValueError), as sparsemax 0.1.9 does: both ways are
+    reported, whichever one hypothesis shrinks to."""
+
+    @staticmethod
+    def forward(x):
+        if x.shape[-1] == 0:
+            raise IndexError(f"max(): Expected reduction dim {x.dim() - 1} to have non-zero size.")
+        if x.dim() == 1:
+            raise ValueError(f"expected a batch of rows, got shape {tuple(x.shape)}")
+        return torch.softmax(x, -1)
+
+
 class ZeroesGradOutputRejectsEmpty(torch.autograd.Function):
     """A row sum that refuses an empty row (a limit, reported once by accepts), and whose backward
     zeroes grad_output in place when done with it (a bug, which the refusal must not hide)."""
@@ -551,12 +612,21 @@ WRONG = {
     "mutates_input": (MutatesInput, "hygiene", "forward mutated its input"),
     "contiguous_grad_only": (ContiguousGradOnly, "layout", "non-contiguous grad_output"),
     "wrong_dtype": (WrongDtype, "hygiene", "output dtype is torch.float32"),
+    "bf16_in_float32_out": (
+        Float32ForShortDtypes,
+        "hygiene",
+        "output dtype is torch.float32, expected torch.bfloat16 (the input's: the op declares bfloat16",
+    ),
     "silent_double_backward": (
         SilentlyWrongDoubleBackward,
         "double_backward",
         "second derivative is wrong, with contiguous grad_output",
     ),
     "detached_undeclared": (SilentlyDetachedUndeclared, "double_backward", "once_differentiable"),
+    # a nan or infinite derivative where finite differences are finite: never excused as a kink
+    "nan_second_derivative": (NanSecondDerivative, "double_backward", "analytical nan"),
+    "nan_hessian_where_zero": (NanHessianWhereZero, "double_backward", "analytical nan"),
+    "nan_gradient_at_small": (NanGradientAtSmall, "gradient", "analytical nan"),
     "wrong_slope_surrogate": (WrongSlopeSurrogate, "gradient", "differs from the declared surrogate"),
     "wrong_in_lower_precision": (WrongInLowerPrecision, "gradient", "differs from the declared surrogate"),
     "ste_drops_grad_output": (STEDropsGradOutput, "gradient", "not multiplied by grad_output"),
@@ -613,6 +683,11 @@ WRONG = {
     "wrong_strides": (WrongStrides, "library", "test_faketensor"),
     "wrong_strides_classic": (WrongStridesClassic, "library", "test_faketensor"),
     "crashes_on_1d": (CrashesOn1d, "accepts", "the forward raised RuntimeError: expand"),
+    "rejects_two_ways": (
+        RejectsTwoWays,
+        "accepts",
+        "and rejects its fixed and edge inputs in 1 other way(s)",
+    ),
     "zeroes_grad_output_rejects_empty": (
         ZeroesGradOutputRejectsEmpty,
         "hygiene",
@@ -634,6 +709,8 @@ ONLY = [
     "crashes_on_1d",
     "wrong_at_undeclared_kink",
     "silent_double_backward",
+    "nan_second_derivative",
+    "nan_hessian_where_zero",
     "off_reference",
     "wrong_for_noncontiguous_input",
     "grad_output_as_scratch",

@@ -205,13 +205,18 @@ def _kind(probe: Probe) -> str:
 
 
 def _through_grad_outputs(
-    outs: Tensors, leaves: Tensors, gs: Tensors, firsts: Sequence[torch.Tensor | None]
+    outs: Tensors,
+    leaves: Tensors,
+    gs: Tensors,
+    firsts: Sequence[torch.Tensor | None],
+    smooth: Callable[[], bool],
 ) -> None:
     """The first derivative's derivative with respect to the grad_outputs, which gradcheck of it in
     the inputs alone does not see: a gradient is linear in its grad_outputs, so for any u and v,
     <d<first(g), u>/dg, v> = <first(v), u>, exactly. A backward that detaches its result (or runs
     under no_grad) breaks this even where the op's second derivative in its inputs is zero (a
-    ReLU): a gradient penalty through such an op is silently wrong."""
+    ReLU): a gradient penalty through such an op is silently wrong. A derivative along them that is
+    not finite where the gradient is and the op is ``smooth()`` there is the backward's own 0 * inf."""
     us = tuple(ramp(x.detach(), k + 3) for k, x in enumerate(leaves))
     pairs = [(f, u) for f, u in zip(firsts, us) if f is not None and f.requires_grad]
     if not pairs:
@@ -226,14 +231,28 @@ def _through_grad_outputs(
     lhs, rhs = float(sum(left, torch.tensor(0.0))), float(sum(right, torch.tensor(0.0)))
     scale = sum(float((h * v).abs().sum()) for h, v in zip(hs, vs) if h is not None)
     scale += sum(float((s * u).abs().sum()) for s, u in zip(seconds, us) if s is not None)
-    if not (math.isfinite(lhs) and math.isfinite(rhs)):
-        return  # not finite at this input: nothing to compare
+    if not math.isfinite(rhs):
+        return  # the gradient is not finite at this input: nothing to compare
+    if not math.isfinite(lhs):
+        if not smooth():
+            return  # at a kink (a norm's cone): the first derivative has no derivative to hold
+        raise PropertyFailed(
+            f"second derivative is {lhs} with respect to grad_output where the gradient is finite "
+            f"({rhs:.9g}): the first derivative is linear in the grad_outputs, so its derivative along "
+            "them is finite (a backward that multiplies by sqrt(0 * g) + 1, or another 0 * inf of its own?)"
+        )
     if abs(lhs - rhs) > 1e-7 * scale + 1e-12:
         raise PropertyFailed(
             "second derivative is wrong with respect to grad_output: the first derivative is linear in "
             f"the grad_outputs, yet its derivative along them gives {lhs:.9g} where the backward "
             f"gives {rhs:.9g} (a backward that detaches its result, or runs under no_grad?)"
         )
+
+
+def _smooth_at(op: Bound, xs: Sequence[torch.Tensor]) -> bool:
+    """Whether one-sided differences find no kink, jump or non-finite value of ``op`` at ``xs``."""
+    probe = Probe(_kinks.outputs_of(op), tuple(x.detach() for x in xs), diagonal=_kinks.diagonal(op, xs))
+    return bool(probe.smooth.all())
 
 
 def double_backward(op: Bound, *xs: torch.Tensor) -> None:
@@ -265,7 +284,7 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
         torch.autograd.grad(
             [g.sum() for g in firsts if g is not None], leaves, allow_unused=True, retain_graph=True
         )
-        _through_grad_outputs(outs, leaves, gs, firsts)
+        _through_grad_outputs(outs, leaves, gs, firsts, lambda: _smooth_at(op, xs))
     except RuntimeError as exc:
         if declared:
             raise PropertyFailed(f"double_backward=True is declared, but: {one_line(exc)}") from None

@@ -6,9 +6,21 @@ from __future__ import annotations
 
 import torch
 
+from opzoo.core._spec import OpSpec
 from opzoo.exceptions import one_line
-from opzoo.testing.checks._bound import Bound, PropertyFailed, grad, grad_outputs, noncontiguous, vjp
+from opzoo.testing._edges import edge_inputs, fixed_inputs
+from opzoo.testing.checks._bound import (
+    Bound,
+    PropertyFailed,
+    bind,
+    grad,
+    grad_outputs,
+    noncontiguous,
+    rejects,
+    vjp,
+)
 from opzoo.testing.checks._compare import EXACT, agree, close, same_bits, where
+from opzoo.testing.checks._oracles import _gist
 
 
 def layout(op: Bound, *xs: torch.Tensor) -> None:
@@ -51,13 +63,9 @@ def hygiene(op: Bound, *xs: torch.Tensor) -> None:
                 raise PropertyFailed(f"{when} mutated its input{where(i, len(leaves), '')}")
 
     outs = op.outputs(*leaves)  # checks the count and shapes against the signature
-    for j, o in enumerate(outs):
-        for what, got, want in (("dtype", o.dtype, xs[0].dtype), ("device", o.device, xs[0].device)):
-            if got != want:
-                raise PropertyFailed(
-                    f"output{where(j, len(outs), '')} {what} is {got}, expected {want} (the input's)"
-                )
+    _follows_the_input(outs, xs[0], "")
     unchanged("forward")
+    _in_each_dtype(op, xs)
     gs = grad_outputs(outs)
     g_before = [(g.clone(), g._version) for g in gs]
     first = grad(outs, leaves, gs, retain_graph=True)
@@ -85,17 +93,86 @@ def hygiene(op: Bound, *xs: torch.Tensor) -> None:
             )
 
 
+def _follows_the_input(outs: tuple[torch.Tensor, ...], x: torch.Tensor, declared: str) -> None:
+    """PropertyFailed unless every output has the dtype and device of the input ``x``."""
+    for j, o in enumerate(outs):
+        for what, got, want in (("dtype", o.dtype, x.dtype), ("device", o.device, x.device)):
+            if got != want:
+                which = f" {j}" if len(outs) > 1 else ""
+                expected = f"expected {want} (the input's{declared})"
+                raise PropertyFailed(f"output{which} {what} is {got}, {expected}")
+
+
+def _in_each_dtype(op: Bound, xs: tuple[torch.Tensor, ...]) -> None:
+    """The forward's outputs keep the dtype (and device) of inputs in each dtype the op declares, not
+    only of the float64 ones the other checks draw: a bfloat16 input whose output comes back float32
+    (a mask added as ``.float()``) is seen here, as nothing else compares dtypes there."""
+    for name in op.spec.contract.dtypes:
+        dtype = getattr(torch, name)
+        if dtype == xs[0].dtype:
+            continue
+        lows = tuple(x.detach().to(dtype) for x in xs)
+        with torch.no_grad():
+            outs = op.cast(dtype).outputs(*lows)
+        _follows_the_input(outs, lows[0], f": the op declares {name}, and float64 keeps its dtype")
+
+
 def accepts(op: Bound, *xs: torch.Tensor) -> None:
     """The forward takes every input its signature and declared limits allow (edge inputs
-    included). One it rejects (raises on) is reported here, once; every other property leaves it
-    out, so that one limit of the forward neither fails nor hides everything else."""
+    included). One it rejects (raises on) is reported here, once, with each other way the forward
+    rejects the op's fixed and edge inputs (another exception, or another text), one line each;
+    every other property leaves them out, so that one limit of the forward neither fails nor hides
+    everything else."""
     try:
         with torch.no_grad():
             op(*xs)
     except Exception as exc:  # the op's own code: anything
-        shapes = ", ".join(str(tuple(t.shape)) for t in op.full(*xs))
+        first = _way(exc)
+        others = [line for way, line in _ways(op.spec, xs[0].device if xs else "cpu") if way != first]
+        shown = f"{_shapes(op.full(*xs))}: "
+        if others:
+            listed = "".join(f"{line}\n" for line in others)
+            ways = f"and rejects its fixed and edge inputs in {len(others)} other way(s)"
+            shown = f"{shown[:-2]}, {ways}:\n{listed}"
         raise PropertyFailed(
-            f"the forward raised {one_line(exc, with_type=True)} on input(s) of shape {shapes}: the "
-            "other properties leave out the inputs it rejects. If the op does not take such inputs, "
-            "declare it (min_sizes= for a dimension's smallest size, loop_dims= for a fixed rank)"
+            f"the forward raised {one_line(exc, with_type=True)} on input(s) of shape {shown}the other "
+            "properties leave out the inputs it rejects. If the op does not take such inputs, declare it "
+            "(min_sizes= for a dimension's smallest size, loop_dims= for a fixed rank)"
         ) from None
+
+
+Way = tuple[str, str]
+
+#: What each op's forward does with its fixed and edge inputs, found once per op (hypothesis calls
+#: accepts again at every step of shrinking a rejected input).
+_FOUND: dict[int, tuple[OpSpec, list[tuple[Way, str]]]] = {}
+
+
+def _ways(spec: OpSpec, device: str | torch.device) -> list[tuple[Way, str]]:
+    """Each distinct way the forward rejects the op's fixed and edge inputs (with its default
+    params), and a line saying so for the first input that shows it."""
+    found = _FOUND.get(id(spec))
+    if found is not None and found[0] is spec:
+        return found[1]
+    ways: list[tuple[Way, str]] = []
+    kinds = spec.arguments.constants if spec.arguments is not None else {}
+    for inputs in (*fixed_inputs(spec, str(device)), *edge_inputs(spec, str(device))):
+        constants = {i: inputs[i] for i in kinds if i < len(inputs)}
+        other = bind(spec, spec.contract.defaults(), constants=constants, device=device)
+        exc = rejects(other, tuple(x for i, x in enumerate(inputs) if i not in kinds))
+        if exc is not None and _way(exc) not in [w for w, _ in ways]:
+            line = f"  - {one_line(exc, with_type=True)} on input(s) of shape {_shapes(inputs)}"
+            ways.append((_way(exc), line))
+    if len(_FOUND) > 64:
+        _FOUND.clear()
+    _FOUND[id(spec)] = (spec, ways)
+    return ways
+
+
+def _way(exc: BaseException) -> Way:
+    """A rejection's class: the exception's type and its text without the sizes."""
+    return type(exc).__name__, _gist(exc)
+
+
+def _shapes(inputs: tuple[torch.Tensor, ...]) -> str:
+    return ", ".join(str(tuple(t.shape)) for t in inputs)

@@ -141,6 +141,7 @@ class Probe:
                 self.diagonal = False
         self.dirs = self._directions(most)
         self.coordinates = self._n_coordinates
+        self._unstable: torch.Tensor | None = None
         self._measure()
 
     # -- evaluation -------------------------------------------------------------------------------
@@ -348,6 +349,20 @@ class Probe:
     def central(self, rows: torch.Tensor) -> torch.Tensor:
         """Central differences along each coordinate for the given rows: (rows, coordinates)."""
         return (self.up[rows, : self.coordinates] + self.down[rows, : self.coordinates]) / 2
+
+    def unstable(self) -> torch.Tensor:
+        """(rows, coordinates): where the central difference along a coordinate does not settle as the
+        step shrinks from H to H / 4, beyond gradcheck's tolerance and the rounding, or is not finite:
+        the derivative is not bounded there (x ** (1/3) at 0 grows 2.5-fold), so finite differences
+        cannot judge it. A bounded derivative's central difference changes by O(h^2) only."""
+        if self._unstable is None:
+            c = self.coordinates
+            wide = self.central(torch.arange(self.m))
+            quarter = [(self._at(H / 4 * d) - self._at(-H / 4 * d)) / (H / 2) for d in self.dirs[:c]]
+            narrow = torch.stack(quarter, 1) if c else wide
+            slack = ATOL + RTOL * narrow.abs() + 5 * self.noise
+            self._unstable = ~(wide.isfinite() & narrow.isfinite() & ((wide - narrow).abs() <= slack))
+        return self._unstable
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
+from opzoo.exceptions import one_line
 from opzoo.testing.checks import _budget, _kinks
 from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp
 from opzoo.testing.checks._compare import TOLERANCES, close, where
@@ -41,7 +42,7 @@ def _in_dtype(
     want, want_grads = _ref_vjp(ref, x64, g64, forward_only=surrogate)
     par = par_grads = (None,) * max(len(outs), len(xs))
     if dtype != torch.float64:
-        par, par_grads = _ref_vjp(ref, lows, gs, forward_only=surrogate)
+        par, par_grads = _ref_vjp(ref, lows, gs, forward_only=surrogate, notes=op.notes)
         par_grads = par_grads or (None,) * len(xs)
     x0 = lows[0] if len(lows) == 1 else None
     held = _holder(dtype, not op.spec.contract.sig.elementwise, gs)
@@ -54,11 +55,35 @@ def _in_dtype(
     if surrogate:
         return  # the gradient is the declared surrogate's, which gradient checks
     compare = _gradients_held(kinks, name, xs, lows, held)
+    grads, want_grads = _where_the_reference_is_finite(op, grads, want_grads)
     try:
         compare(grads, want_grads, par_grads)
     except PropertyFailed:
         if not _compared_off_the_kinks(op, ref, lop, dtype, xs, lows, gs, compare):
             raise
+
+
+#: Where the reference's float64 gradient is not finite and the op's is: the oracle's own overflow.
+OVERFLOW = (
+    "the reference's gradient is not finite at some points where the op's is (its own overflow, "
+    "0 * inf): not held against the op there (gradient judges it)"
+)
+
+
+def _where_the_reference_is_finite(
+    op: Bound, grads: Sequence[torch.Tensor], want: Sequence[torch.Tensor]
+) -> tuple[Tensors, Tensors]:
+    """The gradients with nan on both sides where the reference's is not finite and the op's is
+    (noted); an op's gradient that is not finite where the reference's is stays a failure."""
+    left_out = [g.isfinite() & ~w.to(g.device).isfinite() for g, w in zip(grads, want)]
+    if not any(bool(m.any()) for m in left_out):
+        return tuple(grads), tuple(want)
+    if OVERFLOW not in op.notes:
+        op.notes.append(OVERFLOW)
+    return (
+        tuple(torch.where(m, torch.nan, g) for g, m in zip(grads, left_out)),
+        tuple(torch.where(m.to(w.device), torch.nan, w) for w, m in zip(want, left_out)),
+    )
 
 
 Held = Callable[..., None]
@@ -141,10 +166,12 @@ def _compared_off_the_kinks(
 
     grads = vjp(lop, lows, kept(gs))[1]
     want_grads = _ref_vjp(ref, x64, kept(g64))[1]
-    par_grads = _ref_vjp(ref, lows, kept(gs))[1] if dtype != torch.float64 else (None,) * len(xs)
+    par_grads = (
+        _ref_vjp(ref, lows, kept(gs), notes=op.notes)[1] if dtype != torch.float64 else (None,) * len(xs)
+    )
     reached = _kinks.reached(smooth, [lambda w: vjp(lop, lows, w)[1], lambda w: _ref_vjp(ref, x64, w)[1]], gs)
     grads, want_grads = _kinks.unjudged(grads, want_grads, reached)
-    compare(grads, want_grads, par_grads)
+    compare(*_where_the_reference_is_finite(op, grads, want_grads), par_grads)
     return True
 
 
@@ -161,9 +188,34 @@ def _ref_vjp(
     gs: Sequence[torch.Tensor],
     *,
     forward_only: bool = False,
+    notes: list[str] | None = None,
 ) -> tuple[Tensors, Tensors]:
     """The reference's outputs and its autograd gradient, in the dtype of ``xs`` (no gradient for
-    ``forward_only``: a surrogate op's reference, like torch.heaviside, may have none)."""
+    ``forward_only``: a surrogate op's reference, like torch.heaviside, may have none). A reference
+    with no kernel in that dtype (torch.special.log_ndtr in bfloat16) runs in float64 at the same
+    inputs, its results rounded to the dtype (noted in ``notes``): the op's own failure to run in a
+    dtype it declares is its own, the reference's is not."""
+    dtype = xs[0].dtype if xs else torch.float64
+    try:
+        return _ref_vjp_in(ref, xs, gs, forward_only)
+    except RuntimeError as exc:  # NotImplementedError is one
+        if "not implemented for" not in str(exc) or dtype == torch.float64:
+            raise
+        gist = one_line(exc, with_type=False)
+    outs, grads = _ref_vjp_in(ref, tuple(x.double() for x in xs), [g.double() for g in gs], forward_only)
+    name = str(dtype).removeprefix("torch.")
+    note = f"the reference has no {name} kernel ({gist}): run in float64 and rounded to {name}"
+    if notes is not None and note not in notes:
+        notes.append(note)
+    return (
+        tuple(o.to(dtype) if o.is_floating_point() else o for o in outs),
+        tuple(g.to(x.dtype) for g, x in zip(grads, xs)),
+    )
+
+
+def _ref_vjp_in(
+    ref: Callable[..., object], xs: Tensors, gs: Sequence[torch.Tensor], forward_only: bool
+) -> tuple[Tensors, Tensors]:
     leaves = tuple(x.detach().clone().requires_grad_(not forward_only) for x in xs)
     outs = ref(*leaves)
     outs = outs if isinstance(outs, tuple) else (outs,)

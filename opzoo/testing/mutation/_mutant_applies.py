@@ -117,6 +117,17 @@ def lower_dtypes(spec: OpSpec) -> str | None:
     return "the op declares float64 only"
 
 
+def short_dtypes(spec: OpSpec) -> str | None:
+    """Applies to a Function that declares bfloat16 or float16 (a learnable op's outputs are its
+    Module's, which no mutant rewrites)."""
+    from opzoo.testing.mutation._mutant_facts import outputs_of_a_function
+
+    why = outputs_of_a_function(spec)
+    if why or any(d in ("bfloat16", "float16") for d in spec.contract.dtypes):
+        return why
+    return "the op declares neither bfloat16 nor float16"
+
+
 # -- which properties can see a mutant --------------------------------------------------------------
 
 

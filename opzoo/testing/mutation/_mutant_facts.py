@@ -14,7 +14,7 @@ from opzoo.testing.checks._bound import bind
 from opzoo.testing.checks._forward import defines_jvp
 from opzoo.testing.strategies import KINK_MARGIN, domain_box
 
-__all__ = ["found_kinks", "hand_written_jvp", "learnable_tensors"]
+__all__ = ["found_kinks", "hand_written_jvp", "learnable_tensors", "outputs_of_a_function"]
 
 
 def learnable_tensors(spec: OpSpec) -> int:
@@ -29,6 +29,13 @@ def hand_written_jvp(spec: OpSpec) -> str | None:
     if spec.kind == "module":
         return "a learnable op's forward mode is autograd's own: no hand-written jvp to get wrong"
     return None if defines_jvp(spec.target) else "the op defines no jvp"
+
+
+def outputs_of_a_function(spec: OpSpec) -> str | None:
+    """Why a mutant cannot rewrite the op's outputs (a learnable op's are its Module's), or None."""
+    if spec.kind == "module":
+        return "a learnable op: its outputs are its Module's, which the mutants leave as they are"
+    return None
 
 
 # -- kinks nobody declared ---------------------------------------------------------------------------

@@ -72,6 +72,11 @@ def is_float64(t: Any) -> bool:
     return str(t.dtype) == "torch.float64"
 
 
+def float32_if_short(out: Any) -> Any:
+    """An output in bfloat16 or float16 as float32 (a mask added as ``.float()``); others as they are."""
+    return out.float() if str(getattr(out, "dtype", "")) in ("torch.bfloat16", "torch.float16") else out
+
+
 def _big_dim(t: Any) -> int | None:
     """The last dimension of ``t`` with more than one element, or None."""
     return next((d for d in reversed(range(t.dim())) if t.shape[d] > 1), None)
@@ -256,6 +261,7 @@ def nan_where_large(site: Site, i: int, g: Any) -> Any:
 
 
 __all__ = [
+    "float32_if_short",
     "Grads",
     "Site",
     "as_if_contiguous",

@@ -95,7 +95,27 @@ def _function_mutant(spec: OpSpec, m: Mutant, changed: Callable[[], None]) -> ty
         members["jvp"] = staticmethod(_jvp(target, m, positions, cores, changed))
     # Created as the op's subclass: opzoo's Op moves a jvp out of Dynamo's sight as it does for the
     # op; an Elementwise op derives nothing again (no slope is written here).
-    return type(target)(f"{target.__name__}~{m.name}", (target,), members)
+    mutated = type(target)(f"{target.__name__}~{m.name}", (target,), members)
+    if m.outputs is not None:
+        mutated.apply = _outputs_changed(mutated.apply, m.outputs, changed)
+    return mutated
+
+
+def _outputs_changed(
+    apply: Callable[..., Any], hook: Callable[[Any], Any], changed: Callable[[], None]
+) -> Any:
+    """``apply`` with the mutant's ``outputs`` hook on each output it returns, differentiably (a
+    dtype cast: autograd casts the grad_outputs back to the op's dtype for its own backward)."""
+
+    def outputs_changed(*args: Any) -> Any:
+        out = apply(*args)
+        outs = out if isinstance(out, tuple) else (out,)
+        new = tuple(hook(o) for o in outs)
+        if any(a.dtype != b.dtype for a, b in zip(outs, new) if hasattr(a, "dtype")):
+            changed()
+        return new if isinstance(out, tuple) else new[0]
+
+    return staticmethod(outputs_changed)
 
 
 def _keeping(target: type, keep_site: Callable[[Any, tuple[Any, ...]], None]) -> dict[str, Any]:
@@ -124,7 +144,7 @@ def _backward(
     name = "vjp" if own_vjp and target.backward is torch.autograd.Function.backward else "backward"
     original = getattr(target, name)
     # The hooks as plain closures: torch.compile traces functions it is handed, not a record of ours.
-    on_grads, on_grad_outputs, on_extra = m.grads, m.grad_outputs, m.extra
+    on_grads, on_grad_outputs, on_extra, graph_only = m.grads, m.grad_outputs, m.extra, m.graph_only
 
     def backward(ctx: Any, *gs: Any) -> Any:
         ctx._opzoo_calls += 1
@@ -148,7 +168,8 @@ def _backward(
         if not silent:
             # changed: the gradients that come out, against the op's own for the grad_outputs given
             before = grads if on_grad_outputs is None else pick(original(ctx, *given), positions)
-            if moved or differ(before, new):
+            grown = graph_only and any(g is not None and g.requires_grad for g in new)
+            if moved or grown or differ(before, new):
                 changed()
         for k, g in zip(positions, new):
             if k < len(outs):

@@ -4,7 +4,8 @@
 source untouched (:mod:`opzoo.testing.mutation._mutant_ops`), and runs the op's properties on it: a property
 that fails *kills* the mutant, and a mutant that survives every property is either one no check can
 see on this op (a reason says why) or a blind spot of the checks. The forward stays bit for bit the
-op's; only the derivative changes, in one of these ways.
+op's (but for ``wrong_dtype_short``, whose ``outputs`` hook returns them in another dtype); only the
+derivative changes, in one of these ways.
 
 A mutant changes an op's derivative at up to three places, each a hook of its record:
 
@@ -33,7 +34,7 @@ table follow.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from opzoo.testing.mutation._mutant_applies import (
     at_large_inputs,
@@ -45,6 +46,7 @@ from opzoo.testing.mutation._mutant_applies import (
     no_negatives,
     own_jvp,
     same_shaped_inputs,
+    short_dtypes,
     subsets,
     tight,
     two_dims,
@@ -60,6 +62,7 @@ from opzoo.testing.mutation._mutant_hooks import (
     drop_last,
     each,
     each_with,
+    float32_if_short,
     in_place,
     is_float64,
     kink_extra,
@@ -103,6 +106,10 @@ class Mutant:
                function of the op that says why).
     control:   a mutant that changes nothing, run to show that the wrapping alone kills nothing.
     reads_kinks: its hooks read the op's kinks (``Site.kinks``), worked out at each call.
+    graph_only: its hooks change no value, only the gradient's own derivative: a call changed
+               something where a gradient it returned carries a graph (a second derivative asked).
+    outputs:   the one hook on the forward: each output as ``apply`` returns it (a wrong dtype);
+               autograd carries the grad_outputs back to the op's own dtype for its backward.
     """
 
     name: str
@@ -117,6 +124,8 @@ class Mutant:
     idle: str | Callable[[OpSpec], str] = "it changed no gradient on any input the checks tried"
     control: bool = False
     reads_kinks: bool = False
+    graph_only: bool = False
+    outputs: Callable[[Any], Any] | None = None
 
     def unseen(self, spec: OpSpec) -> str:
         """Why this mutant, having changed no gradient the checks asked for, survived on ``spec``."""
@@ -216,6 +225,15 @@ MUTANTS: dict[str, Mutant] = {
             caught_by=("double_backward",),
         ),
         Mutant(
+            "nan_second_derivative",
+            "every gradient times sqrt(0 * abs(g)) + 1: the same values, a nan second derivative (0 * inf)",
+            grads=each(lambda g: g * ((0 * g).abs().sqrt() + 1)),
+            caught_by=("double_backward",),
+            idle="its values are the op's own, and no second derivative was taken through a gradient "
+            "(the double backward is skipped: once_differentiable, or it raises)",
+            graph_only=True,
+        ),
+        Mutant(
             "float32",
             "a float64 gradient computed in float32 (rounded to it: about 6e-8 relative)",
             **slope(each(lambda g: g.float().to(g.dtype) if is_float64(g) else g)),
@@ -299,6 +317,14 @@ MUTANTS: dict[str, Mutant] = {
             applies=lower_dtypes,
             **slope(each(lambda g: g if is_float64(g) else g * 1.05)),
             caught_by=in_lower_dtypes,
+        ),
+        Mutant(
+            "wrong_dtype_short",
+            "the forward's outputs float32 for bfloat16 and float16 inputs (float64 and float32 keep theirs)",
+            applies=short_dtypes,
+            outputs=float32_if_short,
+            caught_by=("hygiene",),
+            idle="no input the checks tried was bfloat16 or float16",
         ),
         Mutant(
             "nan_when_large",
