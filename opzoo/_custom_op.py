@@ -118,11 +118,9 @@ def define(spec: OpSpec, tname: str) -> Any:
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
         out = run(full(args, kwargs))
-        # torch.library forbids an output that aliases an input (an op returning x itself, or a
-        # view of it): hand back a copy then, as the Function's apply would have kept it apart.
         if isinstance(out, tuple):
-            return tuple(_unaliased(o, args[:tensors]) for o in out)
-        return _unaliased(out, args[:tensors])
+            return _unaliased(out, args[:tensors])
+        return _unaliased((out,), args[:tensors])[0]
 
     definition = torch.library.custom_op(
         f"{NAMESPACE}::{tname}", kernel, mutates_args=(), schema=schema(spec)
@@ -232,17 +230,27 @@ def _plain(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _unaliased(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-    if not isinstance(out, torch.Tensor):
-        return out
+def _unaliased(outs: Sequence[Any], inputs: Sequence[Any]) -> tuple[Any, ...]:
+    """``outs``, each one that shares memory with an input or with an earlier output copied.
+
+    torch.library forbids an output that aliases an input (a forward returning x itself, a view of
+    it, or an input it clamped nothing of) or another output (``return y, y``); ``apply`` allows
+    both, and a copy has the same values: hand back a copy then."""
+    done: list[Any] = []
+    for out in outs:
+        if isinstance(out, torch.Tensor) and _aliases(out, (*inputs, *done)):
+            out = out.clone()
+        done.append(out)
+    return tuple(done)
+
+
+def _aliases(out: torch.Tensor, others: Sequence[Any]) -> bool:
+    # An empty tensor has no storage to compare (an identity forward returns its empty input
+    # itself, which torch.library refuses): copying one costs nothing.
     if not out.numel():
-        # An empty tensor has no storage to compare (an identity forward returns its empty input
-        # itself, which torch.library refuses): copying one costs nothing.
-        return out.clone()
+        return True
     ptr = out.untyped_storage().data_ptr()
-    if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr for t in inputs):
-        return out.clone()
-    return out
+    return any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr for t in others)
 
 
 def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor], params: dict[str, Any]) -> Any:

@@ -211,6 +211,50 @@ class SoftmaxAlong(torch.autograd.Function):
         return y * (grad - (grad * y).sum(ctx.dim, keepdim=True)), None
 
 
+class AsIs(torch.autograd.Function):
+    """A straight-through identity, x.view_as(x): its output is a view of its input, as an STE's
+    forward often is (apply keeps them apart; torch.library forbids it)."""
+
+    @staticmethod
+    def forward(x):
+        return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class AsIsTwice(AsIs):
+    """AsIs with a gradient twice too large: wrong, and the aliasing does not hide it."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+class SameTwice(torch.autograd.Function):
+    """(2x, 2x) returned as one tensor twice: two outputs aliasing each other."""
+
+    opzoo_contract = opzoo.Contract(signature="()->(),()")
+
+    @staticmethod
+    def forward(x):
+        y = 2 * x
+        return y, y
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, grad0, grad1):
+        return 2 * (grad0 + grad1)
+
+
 @pytest.fixture(scope="module")
 def reg():
     """A registry of the fixture ops under names private to this module (one torch namespace)."""
@@ -243,6 +287,9 @@ def reg():
             ),
             "lib_classic_softmax_along",
         ),
+        (opzoo.declare(AsIs, reference=lambda x: x), "lib_as_is"),
+        (opzoo.declare(AsIsTwice, reference=lambda x: x), "lib_as_is_twice"),
+        (SameTwice, "lib_same_twice"),
         (MarksDirty, "lib_marks_dirty"),
         (MarksDirtyInAHelper, "lib_marks_dirty_helper"),
     ):
@@ -498,6 +545,28 @@ def test_library_property_passes_a_classic_op(reg, name):
     'library' on drawn inputs (the staticmethod Square: tests/test_properties.py's correct ops)."""
     result = check_property(reg.info(name), "library", profile="ci")
     assert result.status == "pass", result.report()
+
+
+@pytest.mark.parametrize("name", ["lib_as_is", "lib_same_twice"])
+def test_an_output_that_aliases_is_handed_back_as_a_copy(reg, name):
+    """A forward whose output is a view of its input, or whose outputs are one tensor, is correct:
+    the bridge hands back a copy where apply keeps them apart, and 'library' passes."""
+    result = check_property(reg.info(name), "library", profile="ci")
+    assert result.status == "pass", result.report()
+    x = torch.arange(3.0)
+    outs = library.op(name, registry=reg)(x)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    ptrs = {x.untyped_storage().data_ptr(), *(o.untyped_storage().data_ptr() for o in outs)}
+    assert len(ptrs) == 1 + len(outs)
+
+
+def test_an_aliasing_forward_wrongly_differentiated_is_still_caught(reg):
+    """The copy changes no value: an aliasing forward with a wrong backward passes 'library' (its
+    gradients are the Function's) and fails 'gradient'."""
+    spec = reg.info("lib_as_is_twice")
+    assert check_property(spec, "library", profile="ci").status == "pass"
+    result = check_property(spec, "gradient", profile="ci")
+    assert result.status == "fail", result.report()
 
 
 def test_library_property_skips_a_learnable_op():
