@@ -3,7 +3,8 @@ them): everything that form needs, read from the op's contract, with no code fro
 
 - the schema from the signature and params: one ``Tensor`` per input, then each param with its
   declared default (``float``, or ``int`` for an integer param), returning one ``Tensor`` per output;
-- the kernel is the Function's own ``forward``;
+- the kernel is the Function's own ``forward``, each output apart from the inputs and from the
+  other outputs and laid out as the fake kernel says (a copy where not);
 - the fake kernel from the gufunc signature: broadcast loop dims plus core dims (``empty_like`` for
   an elementwise op);
 - the autograd formula is the Function's own ``setup_context`` and ``backward``, so gradients through
@@ -118,9 +119,10 @@ def define(spec: OpSpec, tname: str) -> Any:
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
         out = run(full(args, kwargs))
+        like = args[0] if spec.contract.sig.elementwise else None
         if isinstance(out, tuple):
-            return _unaliased(out, args[:tensors])
-        return _unaliased((out,), args[:tensors])[0]
+            return _as_promised(out, args[:tensors], like)
+        return _as_promised((out,), args[:tensors], like)[0]
 
     definition = torch.library.custom_op(
         f"{NAMESPACE}::{tname}", kernel, mutates_args=(), schema=schema(spec)
@@ -230,18 +232,36 @@ def _plain(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _unaliased(outs: Sequence[Any], inputs: Sequence[Any]) -> tuple[Any, ...]:
-    """``outs``, each one that shares memory with an input or with an earlier output copied.
+def _as_promised(outs: Sequence[Any], inputs: Sequence[Any], like: Any) -> tuple[Any, ...]:
+    """``outs`` as the fake kernel promises them: apart from the inputs and from each other, and
+    laid out as ``empty_like(like)`` (an elementwise op) or contiguous. Each other one is copied.
 
     torch.library forbids an output that aliases an input (a forward returning x itself, a view of
-    it, or an input it clamped nothing of) or another output (``return y, y``); ``apply`` allows
-    both, and a copy has the same values: hand back a copy then."""
+    it, or an input it clamped nothing of) or another output (``return y, y``), and compiled code
+    asserts the strides the fake kernel gave; ``apply`` allows any of these (a column-major result
+    of a transpose and a reshape is legal eager torch), and a copy has the same values."""
     done: list[Any] = []
     for out in outs:
-        if isinstance(out, torch.Tensor) and _aliases(out, (*inputs, *done)):
-            out = out.clone()
+        if isinstance(out, torch.Tensor):
+            if _aliases(out, (*inputs, *done)) or not _laid_out(out, like):
+                out = _copy(out, like)
         done.append(out)
     return tuple(done)
+
+
+def _laid_out(out: torch.Tensor, like: Any) -> bool:
+    """Whether ``out`` has the strides the fake kernel promises, where a size above 1 makes them
+    matter (opcheck compares those): ``like``'s, as empty_like gives them, else contiguous."""
+    if like is None or out.shape != like.shape:  # another shape: the fake-tensor test tells
+        return out.is_contiguous()
+    want = torch.empty_like(like, device="meta").stride()  # a meta tensor: nothing allocated
+    return all(a == b for a, b, n in zip(out.stride(), want, out.shape) if n > 1)
+
+
+def _copy(out: torch.Tensor, like: Any) -> torch.Tensor:
+    if like is None or out.shape != like.shape:
+        return out.clone(memory_format=torch.contiguous_format)
+    return torch.empty_like(like, dtype=out.dtype).copy_(out)
 
 
 def _aliases(out: torch.Tensor, others: Sequence[Any]) -> bool:
