@@ -15,6 +15,7 @@ them): everything that form needs, read from the op's contract, with no code fro
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from typing import Any, Callable, Sequence
@@ -178,7 +179,8 @@ def _autograd_of(spec: OpSpec) -> tuple[Callable[..., Any], Callable[..., None]]
             # one. The kernel's own run cannot hand its record over: under torch.compile and
             # torch.export this runs on fake tensors, the kernel never (its fake runs instead).
             # Traced, the rerun keeps only what backward saves; eager, forward runs twice.
-            again, record = _recording.run(target.forward, args, needs(ctx.needs_input_grad))
+            with _unwatched():
+                again, record = _recording.run(target.forward, args, needs(ctx.needs_input_grad))
             _recording.fill(ctx, record, _outputs(again), _outputs(output))
             return
         saved = ctx.needs_input_grad
@@ -199,6 +201,30 @@ def _autograd_of(spec: OpSpec) -> tuple[Callable[..., Any], Callable[..., None]]
         return (*(out[k] if k < len(out) else None for k in where), *(None for _ in defaults))
 
     return backward, setup_context
+
+
+def _unwatched() -> Any:
+    """A context in which the eager re-run of a classic forward is unseen by the dispatch modes that
+    only watch (opcheck's SchemaCheckMode, a user's FLOP counter), as the kernel's own run is.
+
+    Eager, the re-run is bookkeeping: its outputs give way to the kernel's (``_recording.fill``).
+    Seen op by op, a no-op ``x.to(x.dtype)``, ``type_as`` or the ``resolve_conj`` of ``.tolist()``
+    returns its input, which below autograd SchemaCheckMode calls an aliasing schema violation,
+    though the Function is right (its setup_context form passes). Under tracing (fake tensors,
+    functionalization, proxies) the modes stay: what the re-run saves must be traced. The mode
+    stack is private to torch; where it moved, the re-run is watched as before."""
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch._subclasses.functional_tensor import FunctionalTensorMode
+        from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
+        from torch.utils._python_dispatch import _disable_current_modes, _get_current_dispatch_mode_stack
+    except ImportError:  # pragma: no cover - a torch that moved them
+        return contextlib.nullcontext()
+    stack = _get_current_dispatch_mode_stack()
+    tracing = (FakeTensorMode, FunctionalTensorMode, ProxyTorchDispatchMode)
+    if not stack or any(isinstance(mode, tracing) for mode in stack):
+        return contextlib.nullcontext()
+    return _disable_current_modes()
 
 
 def _outputs(out: Any) -> tuple[Any, ...]:

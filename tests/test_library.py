@@ -289,6 +289,56 @@ class ColumnMajorMatMul(MatMul):
         return (w.mT @ x.mT).mT
 
 
+class ClampBy(torch.autograd.Function):
+    """brevitas's TensorClampSteFn, classic: x clamped between tensors lo and hi, a straight-through
+    gradient. ``hi.type_as(x)`` returns hi itself when the dtypes agree."""
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        y = torch.where(x > hi, hi.type_as(x), x)
+        return torch.where(y < lo, lo.type_as(y), y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None, None
+
+
+class ClampByTwice(ClampBy):
+    """ClampBy with a gradient twice too large: wrong."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad, None, None
+
+
+class CastsToItsDtype(torch.autograd.Function):
+    """x * x, classic, cast to the dtype it has (rockpool's StepPWL's ``.float()`` of a float32)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x * x).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad  # d/dx x^2 = 2x
+
+
+class ReadsAList(CastsToItsDtype):
+    """x * x + 1, classic, its constants read with ``.tolist()`` (gpytorch's LogNormalCDF)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        one, two = torch.tensor([1.0, 2.0], dtype=x.dtype).tolist()
+        ctx.save_for_backward(x)
+        return x * x * (two - one) + one
+
+
+def _passes_x(x, lo, hi):
+    return x + 0 * (lo + hi)  # a straight-through estimator's surrogate: x itself
+
+
 @pytest.fixture(scope="module")
 def reg():
     """A registry of the fixture ops under names private to this module (one torch namespace)."""
@@ -325,6 +375,13 @@ def reg():
         (opzoo.declare(AsIs, reference=lambda x: x), "lib_as_is"),
         (opzoo.declare(AsIsTwice, reference=lambda x: x), "lib_as_is_twice"),
         (SameTwice, "lib_same_twice"),
+        (opzoo.declare(ClampBy, signature="(),(),()->()", surrogate=_passes_x), "lib_classic_clamp_by"),
+        (
+            opzoo.declare(ClampByTwice, signature="(),(),()->()", surrogate=_passes_x),
+            "lib_classic_clamp_by_twice",
+        ),
+        (CastsToItsDtype, "lib_classic_casts_to_its_dtype"),
+        (ReadsAList, "lib_classic_reads_a_list"),
         (MarksDirty, "lib_marks_dirty"),
         (MarksDirtyInAHelper, "lib_marks_dirty_helper"),
     ):
@@ -617,6 +674,25 @@ def test_an_output_in_another_layout_is_handed_back_in_the_promised_one(reg, nam
     for t in (x, x.mT):  # a row-major input, then a column-major one
         out = op(t)
         assert out.stride() == torch.empty_like(t).stride() and torch.equal(out, t.clamp(min=0))
+
+
+@pytest.mark.parametrize(
+    "name", ["lib_classic_clamp_by", "lib_classic_casts_to_its_dtype", "lib_classic_reads_a_list"]
+)
+def test_a_classic_forwards_no_op_casts_pass(reg, name):
+    """A classic forward whose no-op casts return their input (type_as, .to(its dtype), .tolist()'s
+    resolve_conj) passes 'library': the bridge re-runs it for its context unseen by opcheck's
+    SchemaCheckMode, as the kernel's own run is."""
+    result = check_property(reg.info(name), "library", profile="ci")
+    assert result.status == "pass", result.report()
+
+
+def test_a_classic_aliasing_forward_wrongly_differentiated_is_still_caught(reg):
+    """ClampBy with a wrong backward passes 'library' (its gradients are the Function's) and fails
+    'gradient'."""
+    spec = reg.info("lib_classic_clamp_by_twice")
+    assert check_property(spec, "library", profile="ci").status == "pass"
+    assert check_property(spec, "gradient", profile="ci").status == "fail"
 
 
 def test_library_property_skips_a_learnable_op():
