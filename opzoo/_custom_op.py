@@ -64,8 +64,9 @@ def _schema_type(spec: OpSpec, name: str, p: Any) -> str:
     for kind, type_ in ((int, "int[]"), (float, "float[]")):
         if all(isinstance(v, tuple) and all(type(e) is kind for e in v) for v in values):
             return type_
+    shown = ", ".join(getattr(v, "__name__", None) or repr(v) if callable(v) else repr(v) for v in values)
     raise LibraryError(
-        f"op {spec.name!r}: parameter {name!r} takes {values!r}, which a torch.library schema cannot hold"
+        f"op {spec.name!r}: parameter {name!r} takes ({shown}), which a torch.library schema cannot hold"
     )
 
 

@@ -335,6 +335,29 @@ class ReadsAList(CastsToItsDtype):
         return x * x * (two - one) + one
 
 
+class AppliesFn(torch.autograd.Function):
+    """2 fn(x) for fn a callable param (sin or tanh): right, and no torch.library schema holds it."""
+
+    opzoo_contract = opzoo.Contract(params={"fn": opzoo.Param(torch.sin, choices=(torch.sin, torch.tanh))})
+
+    @staticmethod
+    def forward(x, fn):
+        return 2 * fn(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.fn = inputs[1]
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            x = x.detach().requires_grad_()
+            (slope,) = torch.autograd.grad(ctx.fn(x).sum(), x)
+        return 2 * grad * slope, None
+
+
 def _passes_x(x, lo, hi):
     return x + 0 * (lo + hi)  # a straight-through estimator's surrogate: x itself
 
@@ -699,6 +722,21 @@ def test_library_property_skips_a_learnable_op():
     """A learnable Module is skipped with the reason, not failed."""
     result = check_property(opzoo.info("prelu"), "library", profile="ci")
     assert result.status == "skip" and "learnable" in result.reason
+
+
+def test_a_param_no_schema_can_hold_is_a_skip_that_says_why():
+    """An op with a callable param is not bridged: 'library' skips it with the reason (not FAIL),
+    load() passes it over, and op() refuses it in one line."""
+    reg = opzoo.Registry()
+    reg.register(AppliesFn, name="lib_applies_fn")
+    spec = reg.info("lib_applies_fn")
+    result = check_property(spec, "library", profile="ci")
+    assert result.status == "skip", result.report()
+    assert "parameter 'fn' takes (sin, tanh), which a torch.library schema cannot hold" in result.reason
+    assert "lib_applies_fn" not in library.load(reg)
+    with pytest.raises(opzoo.LibraryError, match="cannot hold; it is not bridged") as info:
+        library.op(spec)
+    assert "\n" not in str(info.value)
 
 
 def test_load_bridges_every_function_op():
