@@ -15,13 +15,13 @@ them): everything that form needs, read from the op's contract, with no code fro
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 from typing import Any, Callable, Sequence
 
 import torch
 
+from opzoo import _rerun
 from opzoo.core import _recording
 from opzoo.core._arguments import TENSOR
 from opzoo.core._contract import _call_with
@@ -119,7 +119,11 @@ def define(spec: OpSpec, tname: str) -> Any:
 
     run = _forward_of(spec)
 
+    classic = _recording.classic(spec.target)
+
     def kernel(*args: Any, **kwargs: Any) -> Any:
+        if classic:  # for setup_context's rerun to draw what this run draws
+            _rerun.remember(tname, args[:tensors])
         out = run(full(args, kwargs))
         like = args[0] if spec.contract.sig.elementwise else None
         if isinstance(out, tuple):
@@ -134,7 +138,7 @@ def define(spec: OpSpec, tname: str) -> Any:
         return _fake_outputs(spec, args[:tensors], params(args, kwargs))
 
     definition.register_fake(fake)
-    backward, setup_context = _autograd_of(spec)
+    backward, setup_context = _autograd_of(spec, tname)
     definition.register_autograd(backward, setup_context=setup_context)
     _fuse_under_inductor(tname, lambda *args, **kwargs: run(full(args, kwargs)))
     return definition
@@ -156,7 +160,7 @@ def _forward_of(spec: OpSpec) -> Callable[[tuple[Any, ...]], Any]:
     return run
 
 
-def _autograd_of(spec: OpSpec) -> tuple[Callable[..., Any], Callable[..., None]]:
+def _autograd_of(spec: OpSpec, tname: str) -> tuple[Callable[..., Any], Callable[..., None]]:
     """The Function's own backward and setup_context, as the bridged op's: the schema takes the
     tensors, then the params; forward (and so setup_context and backward) takes them in its own
     order: each side sees its own, needs_input_grad included."""
@@ -180,8 +184,7 @@ def _autograd_of(spec: OpSpec) -> tuple[Callable[..., Any], Callable[..., None]]
             # one. The kernel's own run cannot hand its record over: under torch.compile and
             # torch.export this runs on fake tensors, the kernel never (its fake runs instead).
             # Traced, the rerun keeps only what backward saves; eager, forward runs twice.
-            with _unwatched():
-                again, record = _recording.run(target.forward, args, needs(ctx.needs_input_grad))
+            again, record = _rerun.again(tname, target.forward, args, needs(ctx.needs_input_grad))
             _recording.fill(ctx, record, _outputs(again), _outputs(output))
             return
         saved = ctx.needs_input_grad
@@ -202,30 +205,6 @@ def _autograd_of(spec: OpSpec) -> tuple[Callable[..., Any], Callable[..., None]]
         return (*(out[k] if k < len(out) else None for k in where), *(None for _ in defaults))
 
     return backward, setup_context
-
-
-def _unwatched() -> Any:
-    """A context in which the eager re-run of a classic forward is unseen by the dispatch modes that
-    only watch (opcheck's SchemaCheckMode, a user's FLOP counter), as the kernel's own run is.
-
-    Eager, the re-run is bookkeeping: its outputs give way to the kernel's (``_recording.fill``).
-    Seen op by op, a no-op ``x.to(x.dtype)``, ``type_as`` or the ``resolve_conj`` of ``.tolist()``
-    returns its input, which below autograd SchemaCheckMode calls an aliasing schema violation,
-    though the Function is right (its setup_context form passes). Under tracing (fake tensors,
-    functionalization, proxies) the modes stay: what the re-run saves must be traced. The mode
-    stack is private to torch; where it moved, the re-run is watched as before."""
-    try:
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch._subclasses.functional_tensor import FunctionalTensorMode
-        from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
-        from torch.utils._python_dispatch import _disable_current_modes, _get_current_dispatch_mode_stack
-    except ImportError:  # pragma: no cover - a torch that moved them
-        return contextlib.nullcontext()
-    stack = _get_current_dispatch_mode_stack()
-    tracing = (FakeTensorMode, FunctionalTensorMode, ProxyTorchDispatchMode)
-    if not stack or any(isinstance(mode, tracing) for mode in stack):
-        return contextlib.nullcontext()
-    return _disable_current_modes()
 
 
 def _outputs(out: Any) -> tuple[Any, ...]:

@@ -358,6 +358,21 @@ class AppliesFn(torch.autograd.Function):
         return 2 * grad * slope, None
 
 
+class Dropout(torch.autograd.Function):
+    """A classic dropout (p = 1/2): the mask it draws is saved for backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        mask = (torch.rand_like(x) > 0.5).to(x.dtype)
+        ctx.save_for_backward(mask)
+        return x * mask * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        return grad * mask * 2
+
+
 def _passes_x(x, lo, hi):
     return x + 0 * (lo + hi)  # a straight-through estimator's surrogate: x itself
 
@@ -405,6 +420,7 @@ def reg():
         ),
         (CastsToItsDtype, "lib_classic_casts_to_its_dtype"),
         (ReadsAList, "lib_classic_reads_a_list"),
+        (opzoo.declare(Dropout, surrogate=lambda x: x), "lib_classic_dropout"),
         (MarksDirty, "lib_marks_dirty"),
         (MarksDirtyInAHelper, "lib_marks_dirty_helper"),
     ):
@@ -716,6 +732,24 @@ def test_a_classic_aliasing_forward_wrongly_differentiated_is_still_caught(reg):
     spec = reg.info("lib_classic_clamp_by_twice")
     assert check_property(spec, "library", profile="ci").status == "pass"
     assert check_property(spec, "gradient", profile="ci").status == "fail"
+
+
+def test_a_random_classic_forward_gets_the_gradient_of_its_own_draw(reg):
+    """A classic dropout through torch.ops.opzoo: the rerun that fills its context draws the mask
+    the kernel drew, so the gradient's mask is the output's; 'library' (both runs seeded alike)
+    passes, and notes that AOT dispatch is not checked; traced, the op is refused, not given
+    another draw's gradient."""
+    op = library.op("lib_classic_dropout", registry=reg)
+    x = torch.ones(64, dtype=torch.float64, requires_grad=True)
+    y = op(x)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    assert 0 < int(y.count_nonzero()) < 64 and torch.equal(g, y.detach())
+    result = check_property(reg.info("lib_classic_dropout"), "library", profile="ci")
+    assert result.status == "pass", result.report()
+    assert any("draws random numbers" in note for note in result.notes)
+    compiled = torch.compile(lambda t: op(t).sum(), backend="aot_eager")
+    with pytest.raises(Exception, match="draws random numbers"):
+        compiled(x).backward()
 
 
 def test_library_property_skips_a_learnable_op():
