@@ -7,6 +7,7 @@ thin property for today's one-input form.
 
 from __future__ import annotations
 
+import traceback
 from typing import Any, Mapping
 
 import torch
@@ -85,7 +86,8 @@ def _aot(bound: Bound, op: Any, tensors: tuple[torch.Tensor, ...], args: tuple[A
     x < 0 is nan both ways). The inputs themselves, else their magnitudes plus a half (the same
     shapes: what the trace is about); where neither gives finite outputs, it is not run. Nor is it
     for a classic forward that draws random numbers, with a note: traced, the bridge's rerun of it
-    for its context draws others than the kernel (a limit of the bridge, not the op's)."""
+    for its context draws others than the kernel; and where that rerun cannot be traced, a note
+    too (limits of the bridge, not the op's)."""
     if _recording.classic(bound.spec.target) and _draws(op, tensors, args):
         bound.notes.append(
             "opcheck's AOT-dispatch test not run: the classic forward draws random numbers, and "
@@ -98,13 +100,36 @@ def _aot(bound: Bound, op: Any, tensors: tuple[torch.Tensor, ...], args: tuple[A
             out = op.default(*candidate, *args)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         if all(bool(o.isfinite().all()) for o in outs):
-            return torch.library.opcheck(
+            results = torch.library.opcheck(
                 op.default,
                 (*candidate, *args),
                 test_utils=("test_aot_dispatch_dynamic",),
                 raise_exception=False,
             )
+            outcome = results["test_aot_dispatch_dynamic"]
+            if outcome != "SUCCESS" and _in_the_rerun(outcome):
+                bound.notes.append(
+                    "opcheck's AOT-dispatch test not passed, and not the op's failure: traced, the "
+                    "bridge's rerun of the classic forward for its context fails "
+                    f"({one_line(outcome)}); a Function in the setup_context form is traced"
+                )
+                return {}
+            return results
     return {}
+
+
+def _in_the_rerun(error: BaseException) -> bool:
+    """Whether ``error`` (or one it was raised from) arose in the bridge's rerun of a classic forward
+    (:func:`opzoo._rerun.again`): there a forward that branches on its values (gpytorch's
+    LogNormalCDF) cannot be traced, though its kernel, which is never traced, runs."""
+    seen: set[int] = set()
+    while isinstance(error, BaseException) and id(error) not in seen:
+        seen.add(id(error))
+        for frame, _ in traceback.walk_tb(error.__traceback__):
+            if frame.f_code.co_name == "again" and frame.f_code.co_filename.endswith("_rerun.py"):
+                return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _draws(op: Any, tensors: tuple[torch.Tensor, ...], args: tuple[Any, ...]) -> bool:
