@@ -3,7 +3,8 @@ them): everything that form needs, read from the op's contract, with no code fro
 
 - the schema from the signature and params: one ``Tensor`` per input, then each param with its
   declared default (``float``, or ``int`` for an integer param), returning one ``Tensor`` per output;
-- the kernel is the Function's own ``forward``;
+- the kernel is the Function's own ``forward``, each output apart from the inputs and from the
+  other outputs and laid out as the fake kernel says (a copy where not);
 - the fake kernel from the gufunc signature: broadcast loop dims plus core dims (``empty_like`` for
   an elementwise op);
 - the autograd formula is the Function's own ``setup_context`` and ``backward``, so gradients through
@@ -20,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from opzoo import _rerun
 from opzoo.core import _recording
 from opzoo.core._arguments import TENSOR
 from opzoo.core._contract import _call_with
@@ -62,8 +64,9 @@ def _schema_type(spec: OpSpec, name: str, p: Any) -> str:
     for kind, type_ in ((int, "int[]"), (float, "float[]")):
         if all(isinstance(v, tuple) and all(type(e) is kind for e in v) for v in values):
             return type_
+    shown = ", ".join(getattr(v, "__name__", None) or repr(v) if callable(v) else repr(v) for v in values)
     raise LibraryError(
-        f"op {spec.name!r}: parameter {name!r} takes {values!r}, which a torch.library schema cannot hold"
+        f"op {spec.name!r}: parameter {name!r} takes ({shown}), which a torch.library schema cannot hold"
     )
 
 
@@ -116,13 +119,16 @@ def define(spec: OpSpec, tname: str) -> Any:
 
     run = _forward_of(spec)
 
+    classic = _recording.classic(spec.target)
+
     def kernel(*args: Any, **kwargs: Any) -> Any:
+        if classic:  # for setup_context's rerun to draw what this run draws
+            _rerun.remember(tname, args[:tensors])
         out = run(full(args, kwargs))
-        # torch.library forbids an output that aliases an input (an op returning x itself, or a
-        # view of it): hand back a copy then, as the Function's apply would have kept it apart.
+        like = args[0] if spec.contract.sig.elementwise else None
         if isinstance(out, tuple):
-            return tuple(_unaliased(o, args[:tensors]) for o in out)
-        return _unaliased(out, args[:tensors])
+            return _as_promised(out, args[:tensors], like)
+        return _as_promised((out,), args[:tensors], like)[0]
 
     definition = torch.library.custom_op(
         f"{NAMESPACE}::{tname}", kernel, mutates_args=(), schema=schema(spec)
@@ -132,7 +138,7 @@ def define(spec: OpSpec, tname: str) -> Any:
         return _fake_outputs(spec, args[:tensors], params(args, kwargs))
 
     definition.register_fake(fake)
-    backward, setup_context = _autograd_of(spec)
+    backward, setup_context = _autograd_of(spec, tname)
     definition.register_autograd(backward, setup_context=setup_context)
     _fuse_under_inductor(tname, lambda *args, **kwargs: run(full(args, kwargs)))
     return definition
@@ -154,7 +160,7 @@ def _forward_of(spec: OpSpec) -> Callable[[tuple[Any, ...]], Any]:
     return run
 
 
-def _autograd_of(spec: OpSpec) -> tuple[Callable[..., Any], Callable[..., None]]:
+def _autograd_of(spec: OpSpec, tname: str) -> tuple[Callable[..., Any], Callable[..., None]]:
     """The Function's own backward and setup_context, as the bridged op's: the schema takes the
     tensors, then the params; forward (and so setup_context and backward) takes them in its own
     order: each side sees its own, needs_input_grad included."""
@@ -178,7 +184,7 @@ def _autograd_of(spec: OpSpec) -> tuple[Callable[..., Any], Callable[..., None]]
             # one. The kernel's own run cannot hand its record over: under torch.compile and
             # torch.export this runs on fake tensors, the kernel never (its fake runs instead).
             # Traced, the rerun keeps only what backward saves; eager, forward runs twice.
-            again, record = _recording.run(target.forward, args, needs(ctx.needs_input_grad))
+            again, record = _rerun.again(tname, target.forward, args, needs(ctx.needs_input_grad))
             _recording.fill(ctx, record, _outputs(again), _outputs(output))
             return
         saved = ctx.needs_input_grad
@@ -232,17 +238,47 @@ def _plain(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _unaliased(out: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-    if not isinstance(out, torch.Tensor):
-        return out
+def _as_promised(outs: Sequence[Any], inputs: Sequence[Any], like: Any) -> tuple[Any, ...]:
+    """``outs`` as the fake kernel promises them: apart from the inputs and from each other, and
+    laid out as ``empty_like(like)`` (an elementwise op) or contiguous. Each other one is copied.
+
+    torch.library forbids an output that aliases an input (a forward returning x itself, a view of
+    it, or an input it clamped nothing of) or another output (``return y, y``), and compiled code
+    asserts the strides the fake kernel gave; ``apply`` allows any of these (a column-major result
+    of a transpose and a reshape is legal eager torch), and a copy has the same values."""
+    done: list[Any] = []
+    for out in outs:
+        if isinstance(out, torch.Tensor):
+            if _aliases(out, (*inputs, *done)) or not _laid_out(out, like):
+                out = _copy(out, like)
+        done.append(out)
+    return tuple(done)
+
+
+def _laid_out(out: torch.Tensor, like: Any) -> bool:
+    """Whether ``out`` has the strides the fake kernel promises, where a size above 1 makes them
+    matter (opcheck compares those): ``like``'s, as empty_like gives them, else contiguous."""
+    if like is None or out.shape != like.shape or like.is_contiguous():
+        # contiguous: new_empty's layout, and empty_like's of a contiguous input (an output of
+        # another shape than the input's is the fake-tensor test's to report)
+        return out.is_contiguous()
+    want = torch.empty_like(like, device="meta").stride()  # a meta tensor: nothing allocated
+    return all(a == b for a, b, n in zip(out.stride(), want, out.shape) if n > 1)
+
+
+def _copy(out: torch.Tensor, like: Any) -> torch.Tensor:
+    if like is None or out.shape != like.shape:
+        return out.clone(memory_format=torch.contiguous_format)
+    return torch.empty_like(like, dtype=out.dtype).copy_(out)
+
+
+def _aliases(out: torch.Tensor, others: Sequence[Any]) -> bool:
+    # An empty tensor has no storage to compare (an identity forward returns its empty input
+    # itself, which torch.library refuses): copying one costs nothing.
     if not out.numel():
-        # An empty tensor has no storage to compare (an identity forward returns its empty input
-        # itself, which torch.library refuses): copying one costs nothing.
-        return out.clone()
+        return True
     ptr = out.untyped_storage().data_ptr()
-    if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr for t in inputs):
-        return out.clone()
-    return out
+    return any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr for t in others)
 
 
 def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor], params: dict[str, Any]) -> Any:

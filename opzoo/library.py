@@ -112,6 +112,10 @@ def why_not(spec: OpSpec) -> str | None:
         return dirty(spec)
     if getattr(spec.target, "backward", None) is torch.autograd.Function.backward:
         return f"op {spec.name!r} defines vjp, not backward; name it backward to bridge it"
+    try:
+        schema(spec)
+    except LibraryError as exc:  # a param no schema can hold (a callable), a default it cannot write
+        return f"{exc}; it is not bridged"
     return None
 
 

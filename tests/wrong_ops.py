@@ -4,6 +4,7 @@ are a correct op of tests/correct_ops.py with one thing broken."""
 import dataclasses
 import math
 
+import numpy
 import torch
 from correct_ops import (
     Binary,
@@ -429,33 +430,26 @@ class GradOutputAsScratch(ReLU):
         return grad * mask
 
 
-class WrongStrides(ReLU):
-    """ReLU that lays a matrix out column-major: values right, strides not what the signature's
-    fake kernel (empty_like) promises, which compiled code asserts (assert_size_stride)."""
+class UntraceableBackward(torch.autograd.Function):
+    """sin whose backward leaves torch (its cosine from numpy): right in eager, and under dynamo,
+    which traces numpy, but AOT autograd and torch.export cannot follow it, so the op bridged to
+    torch.library cannot be compiled with its backward (opcheck's AOT-dispatch test)."""
 
-    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0})
+    opzoo_contract = opzoo.Contract(reference=torch.sin, dtypes=("float64", "float32"))
 
     @staticmethod
     def forward(x):
-        y = x.clamp(min=0)
-        return y.mT.contiguous().mT if y.dim() >= 2 else y
-
-
-class WrongStridesClassic(torch.autograd.Function):
-    """WrongStrides in the classic form: bridged now (its context recorded), and so caught."""
-
-    opzoo_contract = opzoo.Contract(reference=torch.relu, kinks={0.0: 1.0})
+        return torch.sin(x)
 
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        y = x.clamp(min=0)
-        return y.mT.contiguous().mT if y.dim() >= 2 else y
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return grad * (x >= 0)
+        return grad * torch.from_numpy(numpy.asarray(numpy.cos(x.numpy())))  # d/dx sin(x) = cos(x)
 
 
 class CrashesOn1d(SavesOutput):
@@ -680,8 +674,7 @@ WRONG = {
         "gradient differs for a non-contiguous input",
     ),
     "grad_output_as_scratch": (GradOutputAsScratch, "hygiene", "backward mutated grad_output"),
-    "wrong_strides": (WrongStrides, "library", "test_faketensor"),
-    "wrong_strides_classic": (WrongStridesClassic, "library", "test_faketensor"),
+    "untraceable_backward": (UntraceableBackward, "library", "test_aot_dispatch_dynamic"),
     "crashes_on_1d": (CrashesOn1d, "accepts", "the forward raised RuntimeError: expand"),
     "rejects_two_ways": (
         RejectsTwoWays,
@@ -715,8 +708,7 @@ ONLY = [
     "wrong_for_noncontiguous_input",
     "grad_output_as_scratch",
     "wrong_at_kink",
-    "wrong_strides",
-    "wrong_strides_classic",
+    "untraceable_backward",
     "branches_on_values",
     "jvp_drops_a_term",
     "jvp_wrong_on_output_1",
