@@ -146,9 +146,6 @@ class _Trial:
         spec, device, attempt = self.spec, self.device, self
         with insistent_interrupt(), time_limit(timeout), without_local_constants():
             if self.property.drawn:
-                # The text of `run` below, decorators and indentation included (comments aside),
-                # seeds the examples of a derandomized profile (hypothesis's function_digest):
-                # changed, `ci` draws other examples and the verdicts on record change with them.
 
                 @conf
                 @given(case=cases(spec, device=device, registry=registry))
@@ -156,7 +153,9 @@ class _Trial:
                     if not attempt(*case, profile != "thorough"):
                         hypothesis.reject()
 
-                if seed is not None and not conf.derandomize:
+                if conf.derandomize:  # the pinned seed, not one hashed from the text of `run`
+                    run = hypothesis.seed(_profiles.CI_SEED)(run)
+                elif seed is not None:
                     run = hypothesis.seed(seed)(run)
                 try:
                     run()
