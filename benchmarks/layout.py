@@ -3,14 +3,17 @@
 over 400 lines, functions over 60). Reads the source only (no import), so it measures any checkout:
 
     python benchmarks/layout.py [ROOT]
+
+A checkout without ARCHITECTURE.md (older than it) is measured without its floors; a ROOT that is no
+checkout (no opzoo/ package) or a file that does not parse is one error line, exit status 2.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import functools
 import re
-import sys
 from pathlib import Path
 
 MODULE_LINES = 400
@@ -29,7 +32,7 @@ def arrows(name: str, path: Path, known: set[str]) -> set[str]:
     """The opzoo modules ``name`` names in its import statements, anywhere in it."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -44,6 +47,8 @@ def arrows(name: str, path: Path, known: set[str]) -> set[str]:
 
 def floors_of(root: Path) -> dict[str, int]:
     """ARCHITECTURE.md's floors (its ### headings under "The rooms"), if it has them."""
+    if not (root / "ARCHITECTURE.md").is_file():
+        return {}
     text = (root / "ARCHITECTURE.md").read_text()
     section = text.split("## The rooms", 1)[-1].split("\n## ", 1)[0]
     floors, floor = {}, 0
@@ -57,7 +62,7 @@ def floors_of(root: Path) -> dict[str, int]:
 
 
 def long_functions(path: Path) -> list[tuple[str, int]]:
-    tree = ast.parse(path.read_text())
+    tree = ast.parse(path.read_text(), filename=str(path))
     return [
         (n.name, n.end_lineno - n.lineno + 1)
         for n in ast.walk(tree)
@@ -84,12 +89,14 @@ def main(root: Path) -> None:
     funcs = sorted(((n, f"{m}.{f}") for m, p in mods.items() for f, n in long_functions(p)), reverse=True)
     print(f"rooms (modules): {len(mods)}; packages: {sum(p.name == '__init__.py' for p in mods.values())}")
     print(f"arrows (imports between modules): {sum(map(len, edges.values()))}")
-    print(f"floors (longest chain of imports): {max(map(depth, edges))}")
+    print(f"floors (longest chain of imports): {max(map(depth, edges), default=0)}")
     print(f"lines of code: {sum(lines.values())}")
     if floors:
         print(f"imports up a floor of ARCHITECTURE.md: {len(up)}")
         for m, d in sorted(up):
             print(f"  {m} -> {d}")
+    else:
+        print("imports up a floor of ARCHITECTURE.md: not measured (it names no floors, or there is none)")
     print(f"modules over {MODULE_LINES} lines: {len(big)}")
     for n, m in big:
         print(f"  {n:5d} {m}")
@@ -98,5 +105,21 @@ def main(root: Path) -> None:
         print(f"  {n:5d} {f}")
 
 
+def cli(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="layout.py", description="The shape of the opzoo package of a checkout, in figures."
+    )
+    here = Path(__file__).resolve().parents[1]
+    parser.add_argument("root", nargs="?", type=Path, default=here, help="the checkout (default: this one)")
+    root = parser.parse_args(argv).root
+    if not (root / "opzoo").is_dir():
+        parser.exit(2, f"layout.py: error: {root} is no checkout of opzoo: it has no opzoo/ folder\n")
+    try:
+        main(root)
+    except (SyntaxError, UnicodeDecodeError) as exc:
+        why = f"{exc.filename}:{exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) else str(exc)
+        parser.exit(2, f"layout.py: error: a module does not parse: {why}\n")
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1])
+    cli()

@@ -128,7 +128,25 @@ class OpzooCheckFailed(AssertionError):
     """A property of an op does not hold; its message is the full failure report."""
 
 
-class OpzooItem(pytest.Item):
+class _Item(pytest.Item):
+    """An opzoo test: its failure is the report, printed whole and printable; it is located at "opzoo"."""
+
+    op: str
+
+    def _spec(self) -> Any:
+        """The op this test checks, as --opzoo=... looked it up or by its name in the registry."""
+        return self.config.stash.get(SPECS, {}).get(self.op) or self.config.stash[REGISTRY].info(self.op)
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
+        if isinstance(excinfo.value, OpzooCheckFailed):
+            return printable(str(excinfo.value), lines=True)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return "opzoo", None, self.name
+
+
+class OpzooItem(_Item):
     """One property of one op on one device."""
 
     def __init__(self, *, op: str, prop: str, device: str, **kw: Any) -> None:
@@ -138,11 +156,10 @@ class OpzooItem(pytest.Item):
     def runtest(self) -> None:
         from opzoo.testing import check_property
 
-        registry = self.config.stash[REGISTRY]
         hung = self.config.stash.setdefault(HUNG, set())
         if self.op in hung:
             pytest.skip("not run: the op hung")
-        spec = self.config.stash.get(SPECS, {}).get(self.op) or registry.info(self.op)
+        spec = self._spec()
         hooks = self.config.stash[HOOKS]
         kw = self.config.stash[CHECK_OPTIONS].check_kwargs()
         result = _in_a_worker(
@@ -156,16 +173,8 @@ class OpzooItem(pytest.Item):
         if result.status == "fail":
             raise OpzooCheckFailed(result.report())
 
-    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
-        if isinstance(excinfo.value, OpzooCheckFailed):
-            return printable(str(excinfo.value), lines=True)
-        return super().repr_failure(excinfo)
 
-    def reportinfo(self) -> tuple[str, int | None, str]:
-        return "opzoo", None, self.name
-
-
-class MutantItem(pytest.Item):
+class MutantItem(_Item):
     """One mutant of one op (``--opzoo-mutate``); the control runs first, its failing properties are
     not asked of the op's other mutants."""
 
@@ -185,8 +194,7 @@ class MutantItem(pytest.Item):
             verdict_of,
         )
 
-        registry = self.config.stash[REGISTRY]
-        spec = self.config.stash.get(SPECS, {}).get(self.op) or registry.info(self.op)
+        spec = self._spec()
         seen = self.config.stash.setdefault(MUTATED, {}).setdefault(self.op, [])
         failing = {self.op: [p for v in seen if v.mutant == CONTROL for p in v.prop.split(", ") if p]}
         options = self.config.stash[MUTATE_OPTIONS]
@@ -222,14 +230,6 @@ class MutantItem(pytest.Item):
             pytest.skip(report)
         raise OpzooCheckFailed(report)
 
-    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
-        if isinstance(excinfo.value, OpzooCheckFailed):
-            return printable(str(excinfo.value), lines=True)
-        return super().repr_failure(excinfo)
-
-    def reportinfo(self) -> tuple[str, int | None, str]:
-        return "opzoo", None, self.name
-
 
 def _in_a_worker(work: Any, spec: Any, what: str, device: str, limit: float | None, **kw: Any) -> Any:
     """``work(spec, what, device=device, **kw)`` in a forked worker, as ``opzoo check`` runs it:
@@ -262,7 +262,7 @@ def _control_verdict(verdict: Any) -> Any:
     return verdict
 
 
-class OpzooLoadItem(pytest.Item):
+class OpzooLoadItem(_Item):
     """A plugin or op that failed to load: a failing test, not a silent gap in the checks."""
 
     def __init__(self, *, failure: str, **kw: Any) -> None:
@@ -271,12 +271,6 @@ class OpzooLoadItem(pytest.Item):
 
     def runtest(self) -> None:
         raise OpzooCheckFailed(f"failed to load: {self.failure}")
-
-    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
-        return printable(str(excinfo.value), lines=True)
-
-    def reportinfo(self) -> tuple[str, int | None, str]:
-        return "opzoo", None, self.name
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items

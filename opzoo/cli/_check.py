@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import textwrap
 from typing import Any, Sequence
 
 from opzoo._records import json_safe
@@ -14,8 +13,8 @@ from opzoo.cli._common import (
     EXIT_OK,
     print_json,
     registry_from,
-    run_option_flags,
     run_options,
+    run_parser,
     specs_from,
 )
 from opzoo.exceptions import ConfigError, printable
@@ -24,25 +23,16 @@ from opzoo.testing.running._options import CHECK
 
 
 def add_check(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "check",
+    p = run_parser(
+        sub,
+        CHECK,
         help="property-test the ops' hand-written backward against numerical gradients",
-        description=textwrap.fill(
-            "Check every property of the named ops (all ops by default) with hypothesis. Exits 1 if "
-            "any fails. Checks run side by side in worker processes (--jobs); the results are the "
-            "same as one process's, in the same order."
-        )
-        + "\n\nproperties (--property):\n"
-        + summaries(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Check every property of the named ops (all ops by default) with hypothesis. Exits 1 if "
+        "any fails. Checks run side by side in worker processes (--jobs); the results are the "
+        "same as one process's, in the same order.",
+        listing="\n\nproperties (--property):\n" + summaries(),
+        names="ops to check (default: all), or an import path package.module:Class (no plugin needed)",
     )
-    p.add_argument(
-        "names",
-        nargs="*",
-        metavar="NAME",
-        help="ops to check (default: all), or an import path package.module:Class (no plugin needed)",
-    )
-    run_option_flags(p, CHECK)
     p.add_argument("--json", action="store_true", help="print results as JSON")
     return p
 

@@ -41,6 +41,22 @@ def run_option_flags(parser: argparse.ArgumentParser, command: str) -> None:
         )
 
 
+def run_parser(
+    sub: Any, command: str, *, help: str, description: str, listing: str = "", names: str, nargs: str = "*"
+) -> argparse.ArgumentParser:
+    """The parser of ``command``, one that runs the checks (check, mutate or report): its help, its
+    description (filled; then ``listing``, what a flag may name, as it is), the ops it takes by name
+    (``names``, their help) and its run flags (:func:`run_option_flags`). The command adds its own."""
+    import textwrap
+
+    text = textwrap.fill(description) + listing
+    raw = {"formatter_class": argparse.RawDescriptionHelpFormatter} if listing else {}
+    parser = sub.add_parser(command, help=help, description=text, **raw)
+    parser.add_argument("names", nargs=nargs, metavar="NAME", help=names)
+    run_option_flags(parser, command)
+    return parser
+
+
 def run_options(args: argparse.Namespace, command: str) -> Any:
     """The run options of ``command`` as parsed (a RunOptions), each checked before anything runs;
     a bad one is one error line naming its flag."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import textwrap
 import time
 from typing import Any
 
@@ -15,8 +14,8 @@ from opzoo.cli._common import (
     EXIT_OK,
     json_stream,
     registry_from,
-    run_option_flags,
     run_options,
+    run_parser,
     specs_from,
 )
 from opzoo.exceptions import ConfigError
@@ -26,26 +25,18 @@ from opzoo.testing.running._options import MUTATE
 
 
 def add_mutate(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "mutate",
+    p = run_parser(
+        sub,
+        MUTATE,
         help="mutation-test the checks: wrong backwards made from each op, and which property catches each",
-        description=textwrap.fill(
-            "Wrap each named op (all ops by default) in each mutant below, its source untouched, and "
-            "run the op's properties on it: the first property that fails kills the mutant. Reports "
-            "the kill rate (mutants that do not apply to an op are not counted), the property that "
-            "killed each mutant, and why each survivor survived where a reason can be given. The "
-            "control changes nothing and must pass every property. Exits 1 below --min-score, or if "
-            "the control fails (the op fails its own checks: see opzoo check)."
-        )
-        + "\n\nmutants (--mutant):\n"
-        + mutant_summaries(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "names",
-        nargs="*",
-        metavar="NAME",
-        help="ops to mutate (default: all), or an import path package.module:Class",
+        description="Wrap each named op (all ops by default) in each mutant below, its source untouched, and "
+        "run the op's properties on it: the first property that fails kills the mutant. Reports "
+        "the kill rate (mutants that do not apply to an op are not counted), the property that "
+        "killed each mutant, and why each survivor survived where a reason can be given. The "
+        "control changes nothing and must pass every property. Exits 1 below --min-score, or if "
+        "the control fails (the op fails its own checks: see opzoo check).",
+        listing="\n\nmutants (--mutant):\n" + mutant_summaries(),
+        names="ops to mutate (default: all), or an import path package.module:Class",
     )
     p.add_argument(
         "--mutant",
@@ -54,7 +45,6 @@ def add_mutate(sub: Any) -> argparse.ArgumentParser:
         metavar="MUTANT",
         help="only these mutants (repeatable or comma-separated)",
     )
-    run_option_flags(p, MUTATE)
     p.add_argument(
         "--min-score",
         metavar="SCORE",

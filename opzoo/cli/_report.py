@@ -4,31 +4,29 @@ from __future__ import annotations
 
 import argparse
 import sys
-import textwrap
 from typing import Any
 
-from opzoo.cli._common import EXIT_FAILED, EXIT_OK, registry_from, run_option_flags, run_options, specs_from
+from opzoo.cli._common import EXIT_FAILED, EXIT_OK, registry_from, run_options, run_parser, specs_from
 from opzoo.testing.running._options import REPORT
 
 
 def add_report(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "report",
+    p = run_parser(
+        sub,
+        REPORT,
         help="write one self-contained HTML report: verdicts, derivative plots, error histograms",
-        description=textwrap.fill(
-            "Run the properties of the named ops as opzoo check does (on the CPU) and write one HTML "
-            "file with no outside references: the verdict table, each failure with its reproduce "
-            "lines, for an elementwise op a plot of the forward, the hand-written backward and the "
-            "oracle's derivative with kinks and failing examples marked, and for every op a histogram "
-            "per dtype of the gradient's error in units of that dtype's epsilon. Needs matplotlib. "
-            "Exits 1 if any check failed (the report is written all the same)."
-        ),
+        description="Run the properties of the named ops as opzoo check does (on the CPU) and write one HTML "
+        "file with no outside references: the verdict table, each failure with its reproduce "
+        "lines, for an elementwise op a plot of the forward, the hand-written backward and the "
+        "oracle's derivative with kinks and failing examples marked, and for every op a histogram "
+        "per dtype of the gradient's error in units of that dtype's epsilon. Needs matplotlib. "
+        "Exits 1 if any check failed (the report is written all the same).",
+        names="ops to report on, or import paths pkg.mod:Class",
+        nargs="+",
     )
-    p.add_argument("names", nargs="+", metavar="NAME", help="ops to report on, or import paths pkg.mod:Class")
     p.add_argument(
         "--html", required=True, metavar="FILE", help="where to write the report (replaced atomically)"
     )
-    run_option_flags(p, REPORT)
     p.add_argument("--mutate", action="store_true", help="add the mutation score of the ops (opzoo mutate)")
     return p
 
