@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import subprocess
@@ -30,11 +31,35 @@ def wrong_registry():
     return reg
 
 
-@pytest.mark.parametrize("name", list(WRONG))
-def test_each_wrong_op_is_caught_by_the_right_property(wrong_registry, name):
+@functools.cache
+def caught(name: str):
+    """Wrong op ``name`` checked by the property that must catch it under ci (once per worker)."""
+    cls, prop, _ = WRONG[name]
+    reg = opzoo.Registry()
+    reg.register(cls, name=name)
+    return check_property(reg.info(name), prop, profile="ci")
+
+
+# The wrong ops whose failure more than one test reads: on one worker, checked once (a failure
+# shrinks for seconds: flat_where_wrong's for 10-20).
+READ_TWICE = [
+    "flat_where_wrong",
+    "tie_to_every_max",
+    "wrong_in_one_input",
+    "wrong_both_inputs",
+    "wrong_part",
+    "wrong_sign",
+]
+ON_ONE_WORKER = pytest.mark.xdist_group("wrong_ops_read_twice")
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=ON_ONE_WORKER) if n in READ_TWICE else n for n in WRONG]
+)
+def test_each_wrong_op_is_caught_by_the_right_property(name):
     """Each deliberately wrong op fails its property, and the report shows a counterexample."""
-    _, prop, phrase = WRONG[name]
-    result = check_property(wrong_registry.info(name), prop, profile="ci")
+    phrase = WRONG[name][2]
+    result = caught(name)
     assert result.status == "fail", result
     report = result.report()
     assert phrase in report
@@ -139,18 +164,20 @@ def test_correct_ops_pass_at_the_points_in_question(name):
             p(bind(spec, {}), *xs)  # raises PropertyFailed on a failure
 
 
-def test_a_tie_reports_the_direction_along_which_it_stays_tied(wrong_registry):
+@ON_ONE_WORKER
+def test_a_tie_reports_the_direction_along_which_it_stays_tied():
     """A max whose gradient at a tie is (1, 1): each coordinate lies between its one-sided
     derivatives (0 and 1), the all-ones direction does not (slope 1, the gradient says 2)."""
-    result = check_property(wrong_registry.info("tie_to_every_max"), "gradient", profile="ci")
+    result = caught("tie_to_every_max")
     assert result.status == "fail"
     assert "along the all-ones direction" in result.reason and "directional derivative 2" in result.reason
 
 
-def test_the_worst_line_agrees_with_the_headline(wrong_registry):
+@ON_ONE_WORKER
+def test_the_worst_line_agrees_with_the_headline():
     """An op wrong in input 1 only, whose counterexample puts input 0 on a kink: the headline and
     the worst line both name input 1, with its own values."""
-    result = check_property(wrong_registry.info("wrong_in_one_input"), "gradient", profile="ci")
+    result = caught("wrong_in_one_input")
     assert (
         result.status == "fail" and "Jacobian mismatch for output 0 with respect to input 1" in result.reason
     )
@@ -159,18 +186,21 @@ def test_the_worst_line_agrees_with_the_headline(wrong_registry):
     assert "worst:     input 1, output 0" in result.report()
 
 
-def test_a_gradcheck_failure_and_its_worst_line_name_the_same_input(wrong_registry):
+@ON_ONE_WORKER
+def test_a_gradcheck_failure_and_its_worst_line_name_the_same_input():
     """Where gradcheck's own message is the headline (input 0, the first it meets), the worst line is
     the largest mismatch of that output and input, not of input 1, which differs more."""
-    result = check_property(wrong_registry.info("wrong_both_inputs"), "gradient", profile="ci")
+    result = caught("wrong_both_inputs")
     assert result.status == "fail" and "with respect to input 0" in result.reason, result.report()
     assert result.worst["input"] == 0 and result.worst["output"] == 0, result.report()
 
 
-def test_no_surrogate_hint_for_an_op_that_is_only_flat_where_it_fails(wrong_registry):
+@ON_ONE_WORKER
+def test_no_surrogate_hint_for_an_op_that_is_only_flat_where_it_fails():
     """A sum of ReLUs whose backward is wrong below 0: the counterexample sits where the forward is
     flat, but the forward is not piecewise constant, so no hint to declare a surrogate."""
-    result = check_property(wrong_registry.info("flat_where_wrong"), "gradient", profile="ci")
+    assert WRONG["flat_where_wrong"][1] == "gradient"
+    result = caught("flat_where_wrong")
     assert result.status == "fail" and HINT not in result.reason
     assert all(v <= 0 for v in result.example["inputs"][0]["values"])  # it did shrink onto the flat part
 
@@ -245,17 +275,19 @@ def test_once_differentiable_is_a_skip_with_the_reason():
     assert result.status == "skip" and "no second derivative" in result.reason, result
 
 
-def test_gradient_failure_shows_numerical_vs_analytic(wrong_registry):
+@ON_ONE_WORKER
+def test_gradient_failure_shows_numerical_vs_analytic():
     """A wrong gradient is reported where numerical and analytic differ most."""
-    result = check_property(wrong_registry.info("wrong_part"), "gradient", profile="ci")
+    result = caught("wrong_part")
     assert result.worst is not None and result.worst["x"] > 2  # the bug lives on x > 2 only
     assert not math.isclose(result.worst["numerical"], result.worst["analytic"], rel_tol=1e-3)
     assert "numerical" in result.report() and "analytic" in result.report()
 
 
-def test_minimal_example_is_shrunk(wrong_registry):
+@ON_ONE_WORKER
+def test_minimal_example_is_shrunk():
     """Hypothesis shrinks the counterexample: a wrong sign shows up on a single element."""
-    result = check_property(wrong_registry.info("wrong_sign"), "gradient", profile="ci")
+    result = caught("wrong_sign")
     assert math.prod(result.example["inputs"][0]["shape"]) == 1
 
 
@@ -480,6 +512,7 @@ def test_compile_checks_every_op_however_many_ran_before(wrong_registry):
     break. The property catches a graph break after more than 8 other compile checks."""
     for name in FUNCTIONS[:9]:
         assert check_property(opzoo.info(name), "compile", profile="ci").status == "pass"
+    # checked here, after the nine (not caught()'s answer, which may come from before them)
     result = check_property(wrong_registry.info("branches_on_values"), "compile", profile="ci")
     assert result.status == "fail" and "graph break" in result.reason
 
