@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm
 
 try:
     import tomllib
@@ -84,9 +85,13 @@ def _example_ops() -> list[str]:
 EXAMPLE_OPS = _example_ops()
 
 
-def run_opzoo(*args: str, env: dict[str, str] | None = None, timeout: float = 300, **kw):
-    """Run ``python -m opzoo ARGS`` in a subprocess; return the CompletedProcess."""
+def run_opzoo(*args: str, env: dict[str, str] | None = None, timeout: float = 300, cold: bool = False, **kw):
+    """Run ``python -m opzoo ARGS`` in a subprocess; return the CompletedProcess. Started warm
+    (tests/warm.py: forked from a process that has imported torch) unless ``cold`` or where a warm
+    start would differ; OPZOO_TEST_COLD=1 starts every one cold."""
     full_env = {**os.environ, **(env or {})}
+    if not cold and (done := warm.run(list(args), full_env, timeout, **kw)) is not None:
+        return done
     return subprocess.run(
         [sys.executable, "-m", "opzoo", *args],
         capture_output=True,
