@@ -70,7 +70,8 @@ def cache_path() -> Path:
 
 class Verdicts:
     """The child's verdicts by fingerprint, read once, written back (whole, atomically) on change.
-    A cache that cannot be read or written is no cache: every first import is tried again."""
+    A cache that cannot be read or written is no cache: every first import is tried again; so is
+    one that is not ours to trust (another user's link or file in a shared folder: ``_files.read_own``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -99,10 +100,10 @@ class Verdicts:
         if self._known is None:
             self._known = {}
             with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-                if _files.kind(self.path) is None:
-                    data = json.loads(self.path.read_text())
-                    if data.get("format") == _CACHE_FORMAT and isinstance(data.get("verdicts"), dict):
-                        self._known = {k: v for k, v in data["verdicts"].items() if _is_entry(v)}
+                # as it is written: no link another user planted, no file of theirs in a shared folder
+                data = json.loads(_files.read_own(self.path))
+                if data.get("format") == _CACHE_FORMAT and isinstance(data.get("verdicts"), dict):
+                    self._known = {k: v for k, v in data["verdicts"].items() if _is_entry(v)}
         return self._known
 
 
