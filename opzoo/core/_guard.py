@@ -173,7 +173,7 @@ class Guard:
     @contextlib.contextmanager
     def watching(self, source: Source) -> Iterator[None]:
         """Around an import of ``source``'s code here: a change to opzoo's own code (its loaded
-        modules) or to torch's global state (once torch is loaded: the child's probe covers a plugin
+        modules, and those the import loads) or to torch's global state (once torch is loaded: the child's probe covers a plugin
         that loads torch itself) is undone and raised as :class:`Refused`; a change to the working
         directory or a signal's disposition is undone and noted."""
         if not self.applies(source):
@@ -182,7 +182,8 @@ class Guard:
         own = OwnState.now()
         torch_state = TorchState.now() if "torch" in sys.modules else None
         try:
-            yield
+            with own.seeing_loads():  # a checker module the import loads, then patches, is seen too
+                yield
         finally:
             process, changes = own.process_changes(), own.changes()
             torch_changes = torch_state.changes() if torch_state is not None else []
