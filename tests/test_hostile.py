@@ -531,6 +531,18 @@ def test_a_plugin_that_changes_folder_at_import_moves_no_output(reach_env, tmp_p
     ) in out.stderr.splitlines()
 
 
+def test_a_plugin_that_exits_only_outside_the_probe_cannot_turn_a_failure_into_0(reach_env):
+    """lateexit registers os._exit(0) as an exit handler at import, which the probe's child never
+    runs: the check fails WrongSign, then the handler ends the command with 0. The supervisor makes
+    it 70, with one line (before: exit 0 after "1 failed")."""
+    from opzoo._supervisor import ENDED
+
+    argv = ("check", "wrong_ops:WrongSign", "-p", "gradient", "--device", "cpu")
+    out = run_opzoo(*argv, env={**reach_env, "OPZOO_TEST_LATE_EXIT": "1"})
+    assert out.returncode == 70 and "0 passed, 1 failed" in out.stdout, out.stdout + out.stderr
+    assert out.stderr.splitlines()[-1] == f"opzoo: error: {ENDED}"
+
+
 SELF_TERM = """
 import os, signal, torch
 
