@@ -173,9 +173,10 @@ class Guard:
     @contextlib.contextmanager
     def watching(self, source: Source) -> Iterator[None]:
         """Around an import of ``source``'s code here: a change to opzoo's own code (its loaded
-        modules, and those the import loads) or to torch's global state (once torch is loaded: the child's probe covers a plugin
-        that loads torch itself) is undone and raised as :class:`Refused`; a change to the working
-        directory or a signal's disposition is undone and noted."""
+        modules, and those the import loads) or to torch's global state (once torch is loaded: the
+        child's probe covers a plugin that loads torch itself) is undone and raised as
+        :class:`Refused`; a change to the working directory or a signal's disposition is undone and
+        noted."""
         if not self.applies(source):
             yield
             return
