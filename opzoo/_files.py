@@ -8,7 +8,9 @@ before any work); a symlink is followed: the file it names is replaced, and the 
 
 Paths are resolved here, in user space, so the kernel's ``fs.protected_symlinks`` never sees a link
 being followed: :func:`resolve` applies its rule itself (:func:`may_follow`), so that a link another
-user planted in a shared folder (``/tmp``) is refused, not followed, whoever runs opzoo.
+user planted in a shared folder (``/tmp``) is refused, not followed, whoever runs opzoo. The one
+file opzoo reads back to decide something, its plugin cache, is read by the same rule
+(:func:`read_own`).
 """
 
 from __future__ import annotations
@@ -115,6 +117,40 @@ def kind_of(mode: int) -> str | None:
     if stat.S_ISREG(mode):
         return None
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+#: Never through a link as the last step, never blocking on a fifo.
+_READ_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def read_own(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a file opzoo keeps for itself (its plugin cache), read as it is written: through
+    the links :func:`resolve` follows, the last step never a link, only a regular file, and in a
+    sticky world-writable folder only a file of ours or of the folder's owner (what the kernel's
+    fs.protected_regular rule asks of a write there: another user's file is theirs to fill).
+
+    Raises OSError (:class:`UnsafeLink` for a planted link) when it may not or cannot be read.
+    """
+    target = resolve(path)
+    fd = os.open(target, _READ_FLAGS)
+    try:
+        st, folder = os.fstat(fd), os.stat(target.parent)
+        found = kind_of(st.st_mode)
+        if found is not None:
+            raise OSError(errno.EINVAL, f"it is {found}, not a regular file")
+        if shared(folder) and st.st_uid not in (os.geteuid(), folder.st_uid):
+            raise PermissionError(
+                errno.EACCES,
+                f"it belongs to uid {st.st_uid}, in the sticky world-writable folder {str(target.parent)!r}",
+            )
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def check_destination(what: str, path: str) -> None:

@@ -396,6 +396,33 @@ def test_a_planted_link_as_the_plugin_cache_is_no_cache(shared):
     assert os.listdir(folder) == ["plugin-imports.json"] and (folder / "plugin-imports.json").is_symlink()
 
 
+@needs_root
+def test_the_plugin_cache_is_read_through_no_link_and_from_no_file_another_user_planted(shared):
+    """The cache of verdicts decides which plugins are imported untried: it is read as it is written.
+    Another user's link in the shared cache folder is not read through (before: followed, its
+    target's verdicts trusted), nor another user's file there; our own link is."""
+    from opzoo.core import _guard
+
+    folder, victim = shared
+    cache = folder / _guard.CACHE_FILE
+    victim.write_text('{"format": 2, "verdicts": {"k": {"verdict": null, "loaded": []}}}')
+    _plant_link(folder, _guard.CACHE_FILE, victim)
+    assert _guard.Verdicts(cache).get("k") == (False, None)
+    cache.unlink()
+
+    def theirs(fd):
+        planted = os.open(_guard.CACHE_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fd)
+        os.write(planted, data)
+        os.close(planted)
+
+    data = victim.read_bytes()  # read here: the victim is not theirs to read
+    _as_other(folder, theirs)
+    assert _guard.Verdicts(cache).get("k") == (False, None)
+    cache.unlink()
+    cache.symlink_to(victim)  # our own link: followed, as the kernel would
+    assert _guard.Verdicts(cache).get("k") == (True, None)
+
+
 def test_may_follow_is_the_kernels_rule():
     """fs/namei.c may_follow_link, on made-up stat results (no root needed): follow unless the folder
     is sticky and world-writable and the link is neither the follower's nor the folder owner's."""
@@ -452,5 +479,4 @@ def test_a_plugin_that_changes_folder_moves_no_output(tmp_path):
     report = run_opzoo("report", "myrelu", "-p", "accepts", "--html", "r.html", env=env, cwd=work)
     assert report.returncode == 0, report.stderr
     assert sorted(os.listdir(work)) == ["ck.pt", "ck.pt.lock", "m.csv", "net.pt2", "p.png", "r.html"]
-    # hypothesis's own example folder, written to the working folder by `report`, is issue 30's 10d
-    assert [name for name in os.listdir(away) if name != ".hypothesis"] == []
+    assert os.listdir(away) == []  # nothing, not even hypothesis's example folder (issue 30, 10d)

@@ -8,6 +8,7 @@ import contextlib
 import functools
 import os
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -183,13 +184,45 @@ def test_opzoos_own_imports_and_runs_are_no_change():
     from opzoo.core._own_state import OwnState
 
     before = OwnState.now()
-    _probe.load_all_of_opzoo()
+    with before.seeing_loads():  # each module walked as it loads: opzoo's modules change no other's
+        _probe.load_all_of_opzoo()
     import opzoo
     from opzoo.testing import check_property
 
     registry = opzoo.load(autoload=False)
     assert check_property(registry.info("myrelu"), "gradient", profile="ci", examples=2).status == "pass"
     assert before.changes() == [] and before.process_changes() == []
+
+
+LOADS_THEN_PATCHES = """
+import sys
+from opzoo._records import Source
+from opzoo.core import _guard
+
+assert "opzoo.testing.checks._gradient" not in sys.modules
+guard = _guard.Guard(probe=False)
+try:
+    with guard.watching(Source("reach", "1.0", "opzoo: reach = reach", "hook")):
+        import opzoo.testing.checks._gradient as gradient
+        original = gradient.gradient
+        gradient.gradient = lambda *args, **kwargs: None
+except _guard.Refused as refused:
+    print(refused)
+print(gradient.gradient is original)
+"""
+
+
+def test_a_checker_module_the_import_loads_then_patches_is_seen_and_undone():
+    """The watch walks each opzoo module as soon as its own code has run: a module no one had loaded
+    before the plugin's import, loaded by it and then patched, is named and put back (before: not
+    in the snapshot, not seen). In a fresh process, where the gradient check is not loaded yet."""
+    out = subprocess.run([sys.executable, "-c", LOADS_THEN_PATCHES], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "importing it changes opzoo's own code (opzoo.testing.checks._gradient.gradient replaced), which "
+        "every op's verdict depends on: undone, and not loaded",
+        "True",
+    ]
 
 
 def test_a_changed_working_directory_or_signal_is_undone_and_noted(tmp_path):

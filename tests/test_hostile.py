@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import install_fixture, run_opzoo
+from conftest import install_fixture, run_opzoo, run_pytest
 
 #: The fixture whose import never returns: each probe of it costs the import time limit, so it is
 #: blocked except where a test is about it.
@@ -460,6 +460,50 @@ def test_a_plugin_that_assigns_to_the_checker_changes_no_other_ops_verdict(reach
     ]
 
 
+#: Each front end that gives a verdict, run on WrongSign (its gradient check fails), and what it
+#: shows of that verdict: (argv, exit status, text).
+VERDICTS = {
+    "check": (["check", "wrong_ops:WrongSign", "-p", "gradient", "--device", "cpu"], 1, "0 passed, 1 failed"),
+    "mutate": (
+        ["mutate", "wrong_ops:WrongSign", "-p", "accepts,gradient", "--min-score", "0.99"],
+        1,
+        "control failed: wrong_ops:WrongSign: the op fails gradient by itself",
+    ),
+    "report": (
+        ["report", "wrong_ops:WrongSign", "-p", "gradient", "--html", "r.html"],
+        1,
+        "1 failed check(s)",
+    ),
+    "pytest": (
+        ["--opzoo=wrong_ops:WrongSign", "--opzoo-property=gradient", "--opzoo-device", "cpu", "-q"],
+        1,
+        "1 failed",
+    ),
+}
+
+
+@pytest.mark.parametrize("front", list(VERDICTS))
+def test_no_plugin_that_patches_the_checker_changes_a_verdict_in_any_front_end(reach_env, tmp_path, front):
+    """check, mutate, report and pytest --opzoo alike, with checkerpatch and checkerpatch2 installed
+    (found by the probe) and evader, which patches the gradient check only outside the probe, in a
+    module the command has not loaded when plugins are imported (found by the watch around the
+    import here: before, WrongSign's gradient passed in all four, exit 0). Exact: the evader's
+    patch does not depend on timing, and WrongSign always fails its gradient check."""
+    argv, status, shown = VERDICTS[front]
+    env = {**reach_env, "OPZOO_TEST_EVADE": "1"}
+    if front == "pytest":
+        out = run_pytest(*argv, "-n", "0", env=env, cwd=tmp_path)
+    else:
+        out = run_opzoo(*argv, env=env, cwd=tmp_path)
+    assert out.returncode == status and shown in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+    listed = run_opzoo("list", "--json", env=env)
+    refused = [r["summary"] for r in json.loads(listed.stdout) if r["dist"] == "opzoo-reach-fixtures"]
+    assert (
+        "importing it changes opzoo's own code (opzoo.testing.checks._gradient.gradient replaced), which "
+        "every op's verdict depends on: undone, and not loaded"
+    ) in refused, refused
+
+
 def test_a_plugin_that_changes_folder_at_import_moves_no_output(reach_env, tmp_path):
     """cwdmover chdirs at import: relative --metrics, --checkpoint and --plot outputs were written in
     its folder. The watch puts the folder back after the import and names the plugin."""
@@ -485,6 +529,18 @@ def test_a_plugin_that_changes_folder_at_import_moves_no_output(reach_env, tmp_p
         "opzoo: note: importing opzoo-reach-fixtures 0.0.1 (opzoo: cwdmover = opzoo_reach.cwdmover) changed "
         f"the working directory to {str(away)!r} (undone)"
     ) in out.stderr.splitlines()
+
+
+def test_a_plugin_that_exits_only_outside_the_probe_cannot_turn_a_failure_into_0(reach_env):
+    """lateexit registers os._exit(0) as an exit handler at import, which the probe's child never
+    runs: the check fails WrongSign, then the handler ends the command with 0. The supervisor makes
+    it 70, with one line (before: exit 0 after "1 failed")."""
+    from opzoo._supervisor import ENDED
+
+    argv = ("check", "wrong_ops:WrongSign", "-p", "gradient", "--device", "cpu")
+    out = run_opzoo(*argv, env={**reach_env, "OPZOO_TEST_LATE_EXIT": "1"})
+    assert out.returncode == 70 and "0 passed, 1 failed" in out.stdout, out.stdout + out.stderr
+    assert out.stderr.splitlines()[-1] == f"opzoo: error: {ENDED}"
 
 
 SELF_TERM = """

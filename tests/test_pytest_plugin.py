@@ -31,3 +31,18 @@ def test_an_op_that_hangs_fails_its_item_at_the_time_limit(tmp_path):
     assert out.returncode == 1, out.stdout + out.stderr
     assert "timed out after 2 s: the op hung?" in out.stdout
     assert "1 failed, 1 skipped" in out.stdout
+
+
+def test_an_op_that_raises_any_base_exception_fails_its_item_as_check_fails_it(tmp_path):
+    """SystemExit, KeyboardInterrupt and a BaseException of the op's own, raised by a backward: each
+    its item's FAIL with the reason `opzoo check` gives, and pytest exits 1 (a KeyboardInterrupt no
+    signal raised is the op's, not Ctrl-C: pytest is not interrupted)."""
+    ops = {"ExitBackward": "SystemExit: 0", "KeyboardBackward": "KeyboardInterrupt: from the op"}
+    ops["BaseExcBackward"] = "Weird: odd"
+    names = ",".join(f"hostile_ops:{op}" for op in ops)
+    args = (f"--opzoo={names}", "--opzoo-property=gradient", "--opzoo-device", "cpu", "-q", "-rf")
+    out = run_pytest(*args, "-n", "0", env=ON_PATH, cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    for op, reason in ops.items():
+        assert f"FAIL gradient[hostile_ops:{op}]: {reason}" in out.stdout
+    assert out.stdout.splitlines()[-1].startswith("3 failed")

@@ -70,7 +70,8 @@ def cache_path() -> Path:
 
 class Verdicts:
     """The child's verdicts by fingerprint, read once, written back (whole, atomically) on change.
-    A cache that cannot be read or written is no cache: every first import is tried again."""
+    A cache that cannot be read or written is no cache: every first import is tried again; so is
+    one that is not ours to trust (another user's link or file in a shared folder: ``_files.read_own``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -99,10 +100,10 @@ class Verdicts:
         if self._known is None:
             self._known = {}
             with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-                if _files.kind(self.path) is None:
-                    data = json.loads(self.path.read_text())
-                    if data.get("format") == _CACHE_FORMAT and isinstance(data.get("verdicts"), dict):
-                        self._known = {k: v for k, v in data["verdicts"].items() if _is_entry(v)}
+                # as it is written: no link another user planted, no file of theirs in a shared folder
+                data = json.loads(_files.read_own(self.path))
+                if data.get("format") == _CACHE_FORMAT and isinstance(data.get("verdicts"), dict):
+                    self._known = {k: v for k, v in data["verdicts"].items() if _is_entry(v)}
         return self._known
 
 
@@ -172,16 +173,18 @@ class Guard:
     @contextlib.contextmanager
     def watching(self, source: Source) -> Iterator[None]:
         """Around an import of ``source``'s code here: a change to opzoo's own code (its loaded
-        modules) or to torch's global state (once torch is loaded: the child's probe covers a plugin
-        that loads torch itself) is undone and raised as :class:`Refused`; a change to the working
-        directory or a signal's disposition is undone and noted."""
+        modules, and those the import loads) or to torch's global state (once torch is loaded: the
+        child's probe covers a plugin that loads torch itself) is undone and raised as
+        :class:`Refused`; a change to the working directory or a signal's disposition is undone and
+        noted."""
         if not self.applies(source):
             yield
             return
         own = OwnState.now()
         torch_state = TorchState.now() if "torch" in sys.modules else None
         try:
-            yield
+            with own.seeing_loads():  # a checker module the import loads, then patches, is seen too
+                yield
         finally:
             process, changes = own.process_changes(), own.changes()
             torch_changes = torch_state.changes() if torch_state is not None else []

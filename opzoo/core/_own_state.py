@@ -6,8 +6,11 @@ yet turns every failing check into a pass. :class:`OwnState` is to opzoo's modul
 every loaded ``opzoo`` module: its globals, the items of its tables (a dict, list, tuple or set
 global, such as ``PROPERTIES``) and the attributes of the records in them, the attributes of the
 classes it defines, and the code and defaults of its functions (through ``functools`` wrappers).
-What it cannot see: a module loaded after the snapshot (so the probe loads all of opzoo first),
-and code that reaches further (ctypes, closure cells, the libraries opzoo uses).
+A module loaded after the snapshot is walked as soon as its own code has run
+(:meth:`OwnState.seeing_loads`, an import hook while a plugin is imported), so that a plugin that
+imports a checker module the command had not loaded, then patches it, is seen too. What it cannot
+see: a module loaded after the watch (a patch made later, by a hook or an import hook the plugin
+installs), and code that reaches further (ctypes, closure cells, the libraries opzoo uses).
 
 The process part, the working directory and every signal's disposition, is reported apart: such a
 change alters no verdict, so the plugin is named and the change undone, not refused.
@@ -18,13 +21,14 @@ Imports no torch.
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
 import os
 import signal
 import sys
 import threading
 import types
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 #: Globals opzoo itself changes while it runs (a plugin's import may call opzoo): not a change.
 RUNTIME = frozenset(
@@ -59,6 +63,8 @@ class OwnState:
     places: list[tuple[str, Any, Any]] = field(repr=False)  # (label, object, its contents then)
     cwd: str | None
     signals: dict[int, Any] = field(repr=False)
+    #: The places of the modules loaded while :meth:`seeing_loads` was open, as their code left them.
+    loaded: list[tuple[str, Any, Any]] = field(default_factory=list, repr=False)
 
     @classmethod
     def now(cls) -> OwnState:
@@ -75,10 +81,22 @@ class OwnState:
             _WALKED[frozenset(modules)] = walked
         return cls(walked, _cwd(), _signals())
 
+    @contextlib.contextmanager
+    def seeing_loads(self) -> Iterator[None]:
+        """While open, each opzoo module that finishes loading is added to the snapshot as its own
+        code left it, before the code that imported it can change it."""
+        witness = _Witness(self.loaded)
+        sys.meta_path.insert(0, witness)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(witness)
+
     def changes(self) -> list[str]:
         """What differs in opzoo's code now from this snapshot, in words (empty: nothing)."""
         found: list[str] = []
-        for label, obj, then in self.places:
+        for label, obj, then in [*self.places, *self.loaded]:
             if not _same(obj, then):
                 found += _differences(label, obj, then)
         return found
@@ -97,7 +115,7 @@ class OwnState:
 
     def restore(self) -> None:
         """Put back what :meth:`changes` and :meth:`process_changes` find."""
-        for label, obj, then in self.places:
+        for label, obj, then in [*self.places, *self.loaded]:
             if not _same(obj, then) and _differences(label, obj, then):  # by identity, no __eq__
                 _put_back(label, obj, then)
         if self.cwd is not None and _cwd() != self.cwd:
@@ -108,6 +126,39 @@ class OwnState:
                 if then is not None and signal.getsignal(signum) is not then:
                     with contextlib.suppress(OSError, ValueError, TypeError):
                         signal.signal(signum, then)
+
+
+class _Witness(importlib.abc.MetaPathFinder):
+    """An import hook that finds nothing itself: it hands each opzoo module's loader to
+    :class:`_Walking`, which walks the module the moment its own code has run."""
+
+    def __init__(self, into: list) -> None:
+        self.into, self.seen = into, set()
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if not (name == "opzoo" or name.startswith("opzoo.")):
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if finder is not self and find is not None else None
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Walking(spec.loader, self)
+                return spec
+        return None
+
+
+class _Walking(importlib.abc.Loader):
+    def __init__(self, loader: Any, witness: _Witness) -> None:
+        self.loader, self.witness = loader, witness
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__loader__ = module.__spec__.loader = self.loader  # its code sees its own loader
+        self.loader.exec_module(module)
+        _track(self.witness.into, self.witness.seen, module.__name__, module, _DEPTH, module=module.__name__)
 
 
 # -- what is tracked -------------------------------------------------------------------------------

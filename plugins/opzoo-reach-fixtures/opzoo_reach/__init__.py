@@ -1,2 +1,2 @@
 """Plugins that reach past torch at import: into opzoo's own code (which flips other ops' verdicts),
-the working directory, or signal dispositions."""
+the working directory, signal dispositions, or the exit status (an exit handler)."""
