@@ -279,3 +279,16 @@ def test_an_error_in_float32_only_fails_reference_whatever_the_formula_rounds(wr
     said = str(failed.value)
     assert "gradient in float32" in said and "first at index [" in said, said
     assert "k_steps" in said, said
+
+
+def test_error_samples_measure_the_formula_step_by_step():
+    """error_samples gives k_steps beside k and k_par, element for element, in each lower dtype; the
+    textbook softmax, over budget + 2 k_par in float32, is within it with 2 k_steps (its excess)."""
+    from opzoo.testing import spec_of
+
+    errors = error_samples(spec_of(TextbookSoftmax), examples=5)
+    for name in ("float32", "bfloat16"):
+        assert errors.steps_backward[name].shape == errors.backward[name].shape
+        assert errors.excess(name) <= BUDGETS[getattr(torch, name)]
+    k, k_par = errors.backward["float32"], errors.par_backward["float32"]
+    assert (k - 2 * k_par).max().item() > BUDGETS[torch.float32]
