@@ -292,3 +292,24 @@ def test_error_samples_measure_the_formula_step_by_step():
         assert errors.excess(name) <= BUDGETS[getattr(torch, name)]
     k, k_par = errors.backward["float32"], errors.par_backward["float32"]
     assert (k - 2 * k_par).max().item() > BUDGETS[torch.float32]
+
+
+def test_steps_in_a_dtype_round_each_step_in_place_ones_and_those_without_a_kernel_too():
+    """Under StepsIn(d) a float64 computation stays float64, each step rounded as torch's kernel in d
+    rounds it: an out-of-place step, an in-place one (written back into the float64 tensor), and one
+    with no kernel in d (log_ndtr in bfloat16: run in float64, rounded to d). Views are exact."""
+    from opzoo.testing.checks._steps import StepsIn
+
+    x = torch.tensor([1 / 3, 2 / 3], dtype=torch.float64)
+    with StepsIn(torch.float32):
+        y = x * 3 + 1e-9
+        z = x.clone()
+        z.mul_(3).add_(1e-9)
+        w = x[1:]
+    assert y.dtype == z.dtype == torch.float64
+    want = ((x.float() * 3) + 1e-9).double()
+    assert torch.equal(y, want) and torch.equal(z, want)  # the promise is float32's bits, held in float64
+    assert w.dtype == torch.float64 and w.data_ptr() == x[1:].data_ptr()
+    with StepsIn(torch.bfloat16):
+        v = torch.special.log_ndtr(x)
+    assert torch.equal(v, torch.special.log_ndtr(x).to(torch.bfloat16).double())

@@ -31,9 +31,10 @@ def _wide(t: object) -> bool:
 
 
 def _passes_through(func: torch._ops.OpOverload) -> bool:
-    """A view (its result aliases an input, nothing written) or an in-place change of shape: exact."""
-    schema = func._schema
-    if torch.Tag.inplace_view in func.tags or schema.name.split("::")[-1] in _RESHAPING:
+    """A view (its result aliases an input, nothing written), an in-place change of shape, or what
+    has no schema to say which it is (a higher-order op): run as it is."""
+    schema = getattr(func, "_schema", None)
+    if schema is None or torch.Tag.inplace_view in func.tags or schema.name.split("::")[-1] in _RESHAPING:
         return True
     written = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
     return not written and any(r.alias_info is not None for r in schema.returns)
