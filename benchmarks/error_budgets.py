@@ -6,9 +6,10 @@
 For each op (all registered ops by default) and each dtype, on the inputs its ``reference`` check
 sees under the ci profile (50 derandomized examples, the fixed and the edge inputs): ``k = |g - g64|
 / (eps * scale)`` per gradient element (``opzoo.testing.checks._budget``, measured by
-``opzoo.testing.running._errors``), and prints a Markdown table: the elements measured, the worst ``k``, the
-worst ``k - 2 k_par`` (what the budget holds the op to; ``k_par`` is torch's own reference computed
-in that dtype) and the budget. The output, with the date and commit it prints first, goes into
+``opzoo.testing.running._errors``), and prints a Markdown table: the worst ``k``, the worst ``k_par``
+(torch's own reference computed in that dtype), the worst ``k_steps`` (the op's own float64 formula,
+each step rounded as in that dtype) and the worst ``k - 2 k_par - 2 k_steps``: what the budget holds
+the op to. The output, with the date and commit it prints first, goes into
 docs/records/testing.md ("Error budgets, per op").
 """
 
@@ -24,7 +25,7 @@ import torch
 
 from opzoo.core._loading import load
 from opzoo.testing.checks._budget import BUDGETS
-from opzoo.testing.running._errors import error_samples
+from opzoo.testing.running._errors import Errors, error_samples
 
 DTYPES = ("float64", "float32", "bfloat16", "float16")
 
@@ -38,13 +39,17 @@ def _commit() -> str:
     return out.stdout.strip() + (" (with uncommitted changes to opzoo/)" if dirty.stdout.strip() else "")
 
 
-def _cell(worst: float | None, excess: float | None, budget: float | None) -> str:
+def _cell(errors: Errors, d: str, budget: float | None) -> str:
+    worst, excess = errors.worst(d), errors.excess(d)
     if worst is None:
         return "-"
     shown = f"{worst:.3g}"
     if budget is None or excess is None:
         return shown
-    return f"{shown} / {max(excess, 0.0):.3g}" + (" **over**" if excess > budget else "")
+    par, steps = errors.worst(d, "par_backward") or 0.0, errors.worst(d, "steps_backward") or 0.0
+    return f"{shown} / {par:.3g} / {steps:.3g} / {max(excess, 0.0):.3g}" + (
+        " **over**" if excess > budget else ""
+    )
 
 
 def main() -> None:
@@ -61,7 +66,11 @@ def main() -> None:
         f"profile ci{f' ({args.examples} examples)' if args.examples else ''}\n"
     )
     budgets = " / ".join(f"{str(d).removeprefix('torch.')} {b:g}" for d, b in BUDGETS.items())
-    print(f"Each cell: worst k / worst k - 2 k_par (budgets: {budgets}; float64: none).\n")
+    print(
+        "Each cell: worst k / worst k_par / worst k_steps / worst k - 2 k_par - 2 k_steps "
+        f"(budgets: {budgets}; "
+        "float64: none).\n"
+    )
     print("| op | oracle | " + " | ".join(DTYPES) + " | seconds |")
     print("| --- | --- | " + " | ".join("---" for _ in DTYPES) + " | --- |")
     worst_over: list[str] = []
@@ -72,7 +81,7 @@ def main() -> None:
         for d in DTYPES:
             budget = BUDGETS.get(getattr(torch, d))
             excess = errors.excess(d)
-            cells.append(_cell(errors.worst(d), excess, budget))
+            cells.append(_cell(errors, d, budget))
             if budget is not None and excess is not None and excess > budget:
                 worst_over.append(f"{name} {d}")
         oracle = errors.oracle.split(",")[0].split(" (")[0].removeprefix("the ")

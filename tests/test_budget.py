@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import correct_ops
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -121,3 +122,194 @@ def test_a_reference_with_no_kernel_in_a_dtype_runs_in_float64_rounded():
     result = check_property(reg.info("log_ndtr"), "reference", profile="ci", examples=10)
     assert result.status == "pass", result.report()
     assert any("the reference has no bfloat16 kernel" in note for note in result.notes), result.notes
+
+
+# A correct formula that rounds in a short dtype: green, with the figures told; an error the op makes
+# in a lower dtype only: red, however its formula rounds (docs/testing.md, "Error budgets").
+
+SHORT = ("float64", "float32", "bfloat16")
+
+
+class TextbookSoftmax(torch.autograd.Function):
+    """softmax over the last dimension with the textbook backward y * (g - sum(g * y)), which
+    cancels: in bfloat16 (a (1,2,1,2,2) edge input) and in float32 (a (991, 101) one) it is further
+    from the float64 truth than torch's own kernel, each step of it rounding as torch's would."""
+
+    opzoo_contract = opzoo.Contract(
+        signature="(n)->(n)", min_sizes={"n": 1}, reference=lambda x: torch.softmax(x, -1), dtypes=SHORT
+    )
+
+    @staticmethod
+    def forward(x):
+        return torch.softmax(x, -1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return y * (g - (g * y).sum(-1, keepdim=True))
+
+
+def _entmax15(x: torch.Tensor) -> torch.Tensor:
+    """1.5-entmax over the last dimension in closed form (sort, cumulative sums, threshold)."""
+    x = x / 2
+    x = x - x.max(-1, keepdim=True).values
+    xs = torch.sort(x, -1, descending=True).values
+    rho = torch.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+    mean, mean_sq = xs.cumsum(-1) / rho, (xs**2).cumsum(-1) / rho
+    tau = mean - torch.sqrt(((1 - rho * (mean_sq - mean**2)) / rho).clamp(min=0))
+    tau_star = tau.gather(-1, (tau <= xs).sum(-1, keepdim=True) - 1)
+    return torch.clamp(x - tau_star, min=0) ** 2
+
+
+class Entmax15(torch.autograd.Function):
+    """1.5-entmax with entmax's own backward (gppr = sqrt(y)), against autograd of the closed form."""
+
+    opzoo_contract = opzoo.Contract(
+        signature="(n)->(n)", min_sizes={"n": 1}, reference=_entmax15, dtypes=SHORT
+    )
+
+    @staticmethod
+    def forward(x):
+        return _entmax15(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        gppr = y.sqrt()
+        dx = g * gppr
+        return dx - (dx.sum(-1, keepdim=True) / gppr.sum(-1, keepdim=True)) * gppr
+
+
+def _softmax_wrong_in_float32(wrong) -> type:
+    """The textbook softmax whose float32 gradient is ``wrong(gradient, x)``: right in float64 and
+    bfloat16, so that only the float32 budget can tell."""
+
+    class Wrong(TextbookSoftmax):
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(output, inputs[0])
+
+        @staticmethod
+        def backward(ctx, g):
+            y, x = ctx.saved_tensors
+            right = y * (g - (g * y).sum(-1, keepdim=True))
+            return wrong(right, x) if right.dtype == torch.float32 else right
+
+    return Wrong
+
+
+def _edge(spec, shape):
+    from opzoo.testing.strategies import edge_inputs
+
+    (xs,) = [xs for xs in edge_inputs(spec, "cpu") if tuple(xs[0].shape) == shape]
+    return xs
+
+
+def _reference_on(cls_or_spec, *xs):
+    """Run ``reference`` once on ``xs``; the op's notes (raises what it raised)."""
+    from opzoo.testing import spec_of
+    from opzoo.testing.checks._bound import bind
+    from opzoo.testing.checks._reference import reference
+
+    spec = spec_of(cls_or_spec) if isinstance(cls_or_spec, type) else cls_or_spec
+    op = bind(spec, {})
+    reference(op, *xs)
+    return op.notes
+
+
+@pytest.mark.parametrize("cls", [TextbookSoftmax, Entmax15], ids=["textbook_softmax", "entmax15"])
+def test_a_correct_formula_that_rounds_in_a_short_dtype_passes_reference(cls):
+    """The textbook softmax and entmax's backward, further from float64 than torch's kernels in
+    float32 and bfloat16 but no further than their own formulas step by step, pass `reference`
+    under ci on every input, the (991, 101) and (1,2,1,2,2) edge ones among them."""
+    from opzoo.testing import spec_of
+
+    result = check_property(spec_of(cls), "reference", profile="ci")
+    assert result.status == "pass", result.report()
+    for shape in [(991, 101), (1, 2, 1, 2, 2)]:
+        _reference_on(cls, *_edge(spec_of(cls), shape))
+
+
+def test_the_textbook_softmax_is_told_where_it_loses_to_torchs_kernel():
+    """On the (991, 101) edge input the float32 textbook softmax is green, with a note that gives
+    its figure, torch's and its formula's step by step, and names the cancellation."""
+    from opzoo.testing import spec_of
+
+    notes = _reference_on(TextbookSoftmax, *_edge(spec_of(TextbookSoftmax), (991, 101)))
+    said = [n for n in notes if n.startswith("gradient in float32: ")]
+    assert said and "the reference in float32" in said[0] and "step by step" in said[0], notes
+    assert "a cancellation" in said[0]
+
+
+def test_gelu_in_its_float32_tail_passes_reference():
+    """opzoo's gelu at x = -5.25, where torch's own float32 gelu (which its backward reads) is 18 %
+    off and its vector path rounds otherwise than its scalar one, is green: the same steps round
+    the same way in its own formula."""
+    _reference_on(opzoo.info("gelu"), torch.tensor([-5.25, -5.25], dtype=torch.float64))
+
+
+X = torch.linspace(-6, 6, 24, dtype=torch.float64).reshape(2, 12)
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda g, x: g * 1.05,
+        lambda g, x: g.to(torch.bfloat16).to(torch.float32),
+        lambda g, x: torch.where(x.abs() > 4, torch.inf, g),
+    ],
+    ids=["5_percent", "through_bfloat16", "inf_where_large"],
+)
+def test_an_error_in_float32_only_fails_reference_whatever_the_formula_rounds(wrong):
+    """A gradient 5 % off, rounded through bfloat16, or inf where |x| > 4, in float32 only, fails
+    `reference`: the formula step by step (in float64 code) does not make that error. The failure
+    names the element and the allowance with its k_steps."""
+    from opzoo.testing.checks._bound import PropertyFailed
+
+    with pytest.raises(PropertyFailed) as failed:
+        _reference_on(_softmax_wrong_in_float32(wrong), X)
+    said = str(failed.value)
+    assert "gradient in float32" in said and "first at index [" in said, said
+    assert "k_steps" in said, said
+
+
+def test_error_samples_measure_the_formula_step_by_step():
+    """error_samples gives k_steps beside k and k_par, element for element, in each lower dtype; the
+    textbook softmax, over budget + 2 k_par in float32, is within it with 2 k_steps (its excess)."""
+    from opzoo.testing import spec_of
+
+    errors = error_samples(spec_of(TextbookSoftmax), examples=5)
+    for name in ("float32", "bfloat16"):
+        assert errors.steps_backward[name].shape == errors.backward[name].shape
+        assert errors.excess(name) <= BUDGETS[getattr(torch, name)]
+    k, k_par = errors.backward["float32"], errors.par_backward["float32"]
+    assert (k - 2 * k_par).max().item() > BUDGETS[torch.float32]
+
+
+def test_steps_in_a_dtype_round_each_step_in_place_ones_and_those_without_a_kernel_too():
+    """Under StepsIn(d) a float64 computation stays float64, each step rounded as torch's kernel in d
+    rounds it: an out-of-place step, an in-place one (written back into the float64 tensor), and one
+    with no kernel in d (log_ndtr in bfloat16: run in float64, rounded to d). Views are exact."""
+    from opzoo.testing.checks._steps import StepsIn
+
+    x = torch.tensor([1 / 3, 2 / 3], dtype=torch.float64)
+    with StepsIn(torch.float32):
+        y = x * 3 + 1e-9
+        z = x.clone()
+        z.mul_(3).add_(1e-9)
+        w = x[1:]
+    assert y.dtype == z.dtype == torch.float64
+    want = ((x.float() * 3) + 1e-9).double()
+    assert torch.equal(y, want) and torch.equal(z, want)  # the promise is float32's bits, held in float64
+    assert w.dtype == torch.float64 and w.data_ptr() == x[1:].data_ptr()
+    with StepsIn(torch.bfloat16):
+        v = torch.special.log_ndtr(x)
+    assert torch.equal(v, torch.special.log_ndtr(x).to(torch.bfloat16).double())

@@ -23,7 +23,7 @@ from opzoo.testing.running._signals import PropertyTimeout, signals_handled, tim
 
 __all__ = ["Evidence", "evidence", "plottable"]
 
-_TENSORS = ("backward", "forward", "par_backward", "par_forward")
+_TENSORS = ("backward", "forward", "par_backward", "par_forward", "steps_backward")
 
 
 @dataclass

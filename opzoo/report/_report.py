@@ -274,6 +274,7 @@ def _error_table(errors: Any) -> str:
         )
     return (
         f"<p class=note>errors against {_e(errors.oracle)}</p>\n<table><tr><th>dtype</th>"
-        "<th>gradient elements</th><th>worst k</th><th>worst k - 2 k(torch's own)</th><th>budget</th>"
+        "<th>gradient elements</th><th>worst k</th>"
+        "<th>worst k - 2 k(torch's own) - 2 k(its formula step by step)</th><th>budget</th>"
         f"<th>forward's worst k</th></tr>{''.join(rows)}</table>"
     )

@@ -16,7 +16,11 @@ dtype's normal range (then against its smallest normal number: float16 cannot ho
 
 An op's gradient passes the ``reference`` property in ``d`` when ``k <= BUDGETS[d] + 2 * k_par`` per
 element, where ``k_par`` is the same measure of the reference computed in ``d`` itself: an op is not
-asked to beat torch's own rounding (a bfloat16 softmax sums in bfloat16). Its forward is measured
+asked to beat torch's own rounding (a bfloat16 softmax sums in bfloat16). Where that is exceeded, an
+element may also be off by twice ``k_steps``, the same measure of the op's own float64 computation
+with each of its steps rounded as in ``d`` (``_steps``): a correct formula that cancels in ``d`` is
+as far off step by step, while an error the op makes in ``d`` alone (a wrong branch, a lower dtype
+inside, an overflow to inf) is not in its float64 computation. Its forward is measured
 too (the report shows it) but held to the dtype's tolerance: its formula is the op's own business,
 not the backward's. The budgets are set from measurement (``benchmarks/error_budgets.py``, recorded
 in docs/testing.md, "Error budgets").
@@ -25,7 +29,8 @@ in docs/testing.md, "Error budgets").
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import torch
 
@@ -82,6 +87,16 @@ def in_eps(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, slack: flo
     return torch.where(same, 0.0, k.nan_to_num(nan=math.inf))
 
 
+@dataclass(frozen=True)
+class Rounding:
+    """A gradient within its budget only with its formula's own rounding allowed (``k_steps``): at
+    its worst element over ``budget + 2 k_par``, ``k``, ``k_par`` and ``k_steps``, for the note."""
+
+    k: float
+    k_par: float
+    k_steps: float
+
+
 def within(
     got: torch.Tensor,
     want: torch.Tensor,
@@ -91,30 +106,61 @@ def within(
     *,
     par: torch.Tensor | None = None,
     slack: float = 0.0,
-) -> None:
+    steps: Callable[[], torch.Tensor | None] | None = None,
+) -> Rounding | None:
     """Raise PropertyFailed naming the first element where ``got`` (in ``dtype``) is further from the
-    float64 ``want`` than ``dtype``'s budget, plus twice what ``par`` (the reference computed in
-    ``dtype``) is off by."""
+    float64 ``want`` than ``dtype``'s budget plus twice what ``par`` (the reference computed in
+    ``dtype``) is off by, plus twice what ``steps()`` is off by: the op's own float64 computation with
+    each step rounded as in ``dtype`` (``_steps.stepped``), called only where the rest is exceeded.
+    Returns a :class:`Rounding` where that last allowance was needed, else None."""
     if got.shape != want.shape:
         raise PropertyFailed(f"{what}: shape {tuple(got.shape)} vs {tuple(want.shape)}")
     k = in_eps(got, want, dtype, slack)
-    allowed = torch.full_like(k, budget(dtype))
-    if par is not None:
-        allowed = allowed + 2 * in_eps(par, want, dtype, slack).nan_to_num(posinf=0.0)
-    bad = ~(k <= allowed)
-    if not bad.any():
-        return
+    k_par = torch.zeros_like(k) if par is None else in_eps(par, want, dtype, slack).nan_to_num(posinf=0.0)
+    allowed = budget(dtype) + 2 * k_par
+    if bool((k <= allowed).all()):
+        return None
+    stepped = steps() if steps is not None else None
+    if stepped is None or stepped.shape != got.shape:
+        raise _over(got, want, dtype, what, x, k, allowed, ~(k <= allowed), "")
+    # An overflow of the formula in the dtype (inf where want is finite) is no rounding: no allowance.
+    k_steps = in_eps(stepped, want, dtype, slack).nan_to_num(posinf=0.0)
+    bad = ~(k <= allowed + 2 * k_steps)
+    if bool(bad.any()):
+        flat = int(bad.reshape(-1).nonzero()[0])
+        told = f" = {budget(dtype):g} + 2 k_par {k_par.reshape(-1)[flat].item():.3g} + 2 k_steps " + (
+            f"{k_steps.reshape(-1)[flat].item():.3g}"
+        )
+        raise _over(got, want, dtype, what, x, k, allowed + 2 * k_steps, bad, told)
+    # The figures where the op loses to the reference computed in the dtype: its worst element there.
+    lost = torch.where(k <= allowed, -1.0, k).reshape(-1).argmax()
+    return Rounding(*(t.reshape(-1)[lost].item() for t in (k, k_par, k_steps)))
+
+
+def _over(
+    got: torch.Tensor,
+    want: torch.Tensor,
+    dtype: torch.dtype,
+    what: str,
+    x: torch.Tensor | None,
+    k: torch.Tensor,
+    allowed: torch.Tensor,
+    bad: torch.Tensor,
+    told: str,
+) -> PropertyFailed:
+    """The failure naming the first element of ``bad``: how far off, what was allowed (``told``: how
+    the allowance was made up)."""
     flat = int(bad.reshape(-1).nonzero()[0])
     index = [int(c) for c in torch.unravel_index(torch.tensor(flat), got.shape)] if got.dim() else []
     at_x = ""
     if x is not None and x.shape == got.shape:
         at_x = f" (x = {x.reshape(-1)[flat].item():.9g})"
     name = str(dtype).removeprefix("torch.")
-    raise PropertyFailed(
+    return PropertyFailed(
         f"{what}: {int(bad.sum())} of {bad.numel()} elements over the {name} budget of "
         f"{budget(dtype):g} eps; first at index {index}: got {got.reshape(-1)[flat].item():.9g}, expected "
         f"{want.reshape(-1)[flat].item():.9g}, {k.reshape(-1)[flat].item():.3g} eps off "
-        f"(allowed {allowed.reshape(-1)[flat].item():.3g}){at_x}",
+        f"(allowed {allowed.reshape(-1)[flat].item():.3g}{told}){at_x}",
         worst={
             "index": tuple(index),
             "x": x.reshape(-1)[flat].item() if x is not None and x.shape == got.shape else math.nan,

@@ -9,7 +9,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from opzoo.exceptions import one_line
-from opzoo.testing.checks import _budget, _kinks
+from opzoo.testing.checks import _budget, _kinks, _steps
 from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp
 from opzoo.testing.checks._compare import TOLERANCES, close, where
 from opzoo.testing.strategies import KINK_MARGIN
@@ -45,7 +45,7 @@ def _in_dtype(
         par, par_grads = _ref_vjp(ref, lows, gs, forward_only=surrogate, notes=op.notes)
         par_grads = par_grads or (None,) * len(xs)
     x0 = lows[0] if len(lows) == 1 else None
-    held = _holder(dtype, not op.spec.contract.sig.elementwise, gs)
+    held = _holder(dtype, not op.spec.contract.sig.elementwise, gs, op.notes)
     for j, (got, expected) in enumerate(zip(outs, want)):
         what = f"forward in {name} differs from the reference{where(j, len(outs), 'output')}"
         # The forward is the op's own formula: one whose O(1) terms cancel (log cosh x as
@@ -56,8 +56,9 @@ def _in_dtype(
         return  # the gradient is the declared surrogate's, which gradient checks
     compare = _gradients_held(kinks, name, xs, lows, held)
     grads, want_grads = _where_the_reference_is_finite(op, grads, want_grads)
+    steps = _steps.lazily(op, lows, gs) if dtype != torch.float64 else None
     try:
-        compare(grads, want_grads, par_grads)
+        compare(grads, want_grads, par_grads, steps)
     except PropertyFailed:
         if not _compared_off_the_kinks(op, ref, lop, dtype, xs, lows, gs, compare):
             raise
@@ -87,13 +88,17 @@ def _where_the_reference_is_finite(
 
 
 Held = Callable[..., None]
-Compare = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor], Sequence[torch.Tensor | None]], None]
+Steps = Callable[[], Tensors | None]
+Compare = Callable[
+    [Sequence[torch.Tensor], Sequence[torch.Tensor], Sequence[torch.Tensor | None], Steps | None], None
+]
 
 
-def _holder(dtype: torch.dtype, scaled: bool, gs: Tensors) -> Held:
+def _holder(dtype: torch.dtype, scaled: bool, gs: Tensors, notes: list[str]) -> Held:
     """How a result in ``dtype`` is held to the float64 reference's: ``held(got, expected, what, x,
-    par, budgeted=True)``. ``scaled``: the tolerance is relative to the largest element (see
-    :func:`~opzoo.testing.checks._compare.close`)."""
+    par, budgeted=True, steps=None)``. ``scaled``: the tolerance is relative to the largest element
+    (see :func:`~opzoo.testing.checks._compare.close`); ``notes``: where a gradient is within its
+    budget only by its formula's own rounding, the figures are told there."""
 
     def held(
         got: torch.Tensor,
@@ -102,22 +107,41 @@ def _holder(dtype: torch.dtype, scaled: bool, gs: Tensors) -> Held:
         x: torch.Tensor | None,
         p: torch.Tensor | None,
         budgeted: bool = True,
+        steps: Callable[[], torch.Tensor | None] | None = None,
     ) -> None:
-        """A gradient in a lower dtype to the dtype's error budget; float64 (whose oracle is the
-        reference itself, computed another way) and the forward to the dtype's tolerance."""
+        """A gradient in a lower dtype to the dtype's error budget (``steps``: the op's formula step
+        by step in the dtype, ``_budget.within``); float64 (whose oracle is the reference itself,
+        computed another way) and the forward to the dtype's tolerance."""
         if dtype == torch.float64 or not budgeted:
             close(got, expected, TOLERANCES[dtype], what, x, par=p, scaled=scaled)
-        else:
-            _budget.within(got, expected, dtype, what, x, par=p, slack=_budget.slack(gs))
+            return
+        lost = _budget.within(got, expected, dtype, what, x, par=p, slack=_budget.slack(gs), steps=steps)
+        if lost is not None:
+            note = _steps.rounding_note(dtype, lost.k, lost.k_par, lost.k_steps)
+            if note not in notes:
+                notes.append(note)
 
     return held
+
+
+def _one(steps: Steps | None, i: int, away: torch.Tensor | None = None) -> Callable[[], torch.Tensor | None]:
+    """Input ``i``'s gradient of ``steps()``, where ``away`` says (None: nothing to give)."""
+
+    def one() -> torch.Tensor | None:
+        every = steps() if steps is not None else None
+        if every is None:
+            return None
+        return every[i] if away is None else every[i][away.to(every[i].device)]
+
+    return one
 
 
 def _gradients_held(
     kinks: Mapping[float, float], name: str, xs: Tensors, lows: Tensors, held: Held
 ) -> Compare:
     """How the gradients in dtype ``name`` are held to the reference's: ``compare(grads, want_grads,
-    par_grads)``, each input's on its own, away from the declared kinks."""
+    par_grads, steps)``, each input's on its own, away from the declared kinks (``steps``: the op's
+    gradients computed step by step in that dtype, lazily: ``_steps.lazily``)."""
     dtype = getattr(torch, name)
     x0 = lows[0] if len(lows) == 1 else None
 
@@ -125,11 +149,12 @@ def _gradients_held(
         grads: Sequence[torch.Tensor],
         want_grads: Sequence[torch.Tensor],
         par_grads: Sequence[torch.Tensor | None],
+        steps: Steps | None = None,
     ) -> None:
         for i, (got, expected, x) in enumerate(zip(grads, want_grads, xs)):
             what = f"gradient in {name} differs from the reference's{where(i, len(xs), 'input')}"
             if not kinks:
-                held(got, expected, what, x0, par_grads[i])
+                held(got, expected, what, x0, par_grads[i], steps=_one(steps, i))
                 continue
             away = torch.ones_like(x, dtype=torch.bool)
             for k in kinks:
@@ -138,7 +163,14 @@ def _gradients_held(
                 step = torch.finfo(dtype).eps * max(1.0, abs(k))
                 away &= (lows[i].double() - k).abs() >= max(KINK_MARGIN / 2, 4 * step)
             p = par_grads[i][away] if par_grads[i] is not None else None
-            held(got[away], expected[away], what, x0[away] if x0 is not None else None, p)
+            held(
+                got[away],
+                expected[away],
+                what,
+                x0[away] if x0 is not None else None,
+                p,
+                steps=_one(steps, i, away),
+            )
 
     return compare
 
@@ -171,7 +203,8 @@ def _compared_off_the_kinks(
     )
     reached = _kinks.reached(smooth, [lambda w: vjp(lop, lows, w)[1], lambda w: _ref_vjp(ref, x64, w)[1]], gs)
     grads, want_grads = _kinks.unjudged(grads, want_grads, reached)
-    compare(*_where_the_reference_is_finite(op, grads, want_grads), par_grads)
+    steps = _steps.lazily(op, lows, kept(gs)) if dtype != torch.float64 else None
+    compare(*_where_the_reference_is_finite(op, grads, want_grads), par_grads, steps)
     return True
 
 

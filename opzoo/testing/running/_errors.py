@@ -19,9 +19,10 @@ from opzoo.testing.running._hooks import Asked
 class Errors:
     """The ``k`` of every element an op's results were measured on, per dtype (by torch name):
     ``backward[d]`` and ``forward[d]``, with ``par_backward[d]`` and ``par_forward[d]`` the same
-    measure of the reference computed in ``d`` (0 where there is none), element for element;
-    ``oracle`` says what the float64 values came from; ``notes``, what could not be measured, and
-    why."""
+    measure of the reference computed in ``d`` (0 where there is none), and ``steps_backward[d]``
+    that of the op's own float64 formula with each step rounded as in ``d`` (``checks._steps``; 0 in
+    float64), element for element; ``oracle`` says what the float64 values came from; ``notes``,
+    what could not be measured, and why."""
 
     op: str
     oracle: str
@@ -29,6 +30,7 @@ class Errors:
     forward: dict[str, torch.Tensor] = field(default_factory=dict)
     par_backward: dict[str, torch.Tensor] = field(default_factory=dict)
     par_forward: dict[str, torch.Tensor] = field(default_factory=dict)
+    steps_backward: dict[str, torch.Tensor] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def worst(self, dtype: str, part: str = "backward") -> float | None:
@@ -37,13 +39,18 @@ class Errors:
         return None if k is None or not k.numel() else k.max().item()
 
     def excess(self, dtype: str, part: str = "backward") -> float | None:
-        """The largest ``k - 2 * k_par`` in ``dtype``: what the budget is held to."""
-        k, par = getattr(self, part).get(dtype), getattr(self, f"par_{part}").get(dtype)
+        """The largest ``k - 2 * k_par - 2 * k_steps`` in ``dtype`` (``k_steps`` for the gradient only):
+        what the budget is held to."""
+        k = getattr(self, part).get(dtype)
         if k is None or not k.numel():
             return None
-        if par is None or par.shape != k.shape:
-            return k.max().item()
-        return (k - 2 * par.nan_to_num(posinf=0.0)).max().item()
+        for allowed in (
+            getattr(self, f"par_{part}").get(dtype),
+            getattr(self, f"steps_{part}", {}).get(dtype),
+        ):
+            if allowed is not None and allowed.shape == k.shape:
+                k = k - 2 * allowed.nan_to_num(posinf=0.0)
+        return k.max().item()
 
 
 def oracle_name(spec: OpSpec) -> str:
@@ -133,26 +140,58 @@ def measure(op: Bound, xs: Sequence[torch.Tensor], dtype: torch.dtype, into: Err
     if dtype != torch.float64 and op.spec.contract.reference is not None:
         par, par_grads = _reference._ref_vjp(_reference.reference_of(op), lows, gs, forward_only=surrogate)
         par_grads = par_grads or (None,) * len(xs)
-    away = _away_from_kinks(op, lows, dtype)
     fwd = [in_eps(o, w, dtype).reshape(-1) for o, w in zip(outs, want)]
     fwd_par = [
         (in_eps(p, w, dtype) if p is not None else torch.zeros_like(w, dtype=torch.float64)).reshape(-1)
         for p, w in zip(par, want)
     ]
-    bwd, bwd_par = [], []
     # float64 has no budget, and its own rounding is far below the oracle's slack: measured raw.
     off = slack(gs) if dtype != torch.float64 else 0.0
-    for g, w, p in zip(grads, want_grads, par_grads):
-        k = in_eps(g, w, dtype, off)
-        kp = in_eps(p, w, dtype, off) if p is not None else torch.zeros_like(k)
-        if away is not None and away.shape == k.shape:
-            k, kp = k[away], kp[away]
-        bwd.append(k.reshape(-1))
-        bwd_par.append(kp.reshape(-1))
-    parts = (("forward", fwd), ("par_forward", fwd_par), ("backward", bwd), ("par_backward", bwd_par))
+    away = _away_from_kinks(op, lows, dtype)
+    steps = _stepped(op, lows, gs, into) if dtype != torch.float64 else None
+    bwd = [_ks(g, w, dtype, off, away) for g, w in zip(grads, want_grads)]
+    bwd_par = [_ks(p, w, dtype, off, away) for p, w in zip(par_grads, want_grads)]
+    bwd_steps = (
+        [_ks(s, w, dtype, off, away) for s, w in zip(steps, want_grads)]
+        if steps is not None
+        else [torch.zeros_like(k) for k in bwd]
+    )
+    parts = (
+        ("forward", fwd),
+        ("par_forward", fwd_par),
+        ("backward", bwd),
+        ("par_backward", bwd_par),
+        ("steps_backward", bwd_steps),
+    )
     for part, ks in parts:
         store = getattr(into, part)
         store[name] = torch.cat([store.get(name, torch.zeros(0, dtype=torch.float64)), *ks])
+
+
+def _ks(
+    got: torch.Tensor | None, want: torch.Tensor, dtype: torch.dtype, off: float, away: torch.Tensor | None
+) -> torch.Tensor:
+    """The ``k`` of ``got`` against ``want`` (0 where there is no ``got``), where ``away`` says, flat."""
+    k = in_eps(got, want, dtype, off) if got is not None else torch.zeros_like(want, dtype=torch.float64)
+    if away is not None and away.shape == k.shape:
+        k = k[away]
+    return k.reshape(-1)
+
+
+def _stepped(op: Bound, lows: Tensors, gs: Tensors, into: Errors) -> Tensors | None:
+    """The op's gradients by its float64 formula, each step rounded as in the dtype of ``lows``
+    (``checks._steps``); None where it cannot be run so (noted)."""
+    from opzoo.exceptions import one_line
+    from opzoo.testing.checks._steps import stepped
+
+    try:
+        return stepped(op, lows, gs)
+    except Exception as exc:  # the op's own code, in a dispatch mode it may not expect
+        name = str(lows[0].dtype).removeprefix("torch.")
+        note = f"{name}: its formula could not be run step by step: {one_line(exc, with_type=True)}"
+        if note not in into.notes:
+            into.notes.append(note)
+        return None
 
 
 def error_samples(
