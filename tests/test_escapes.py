@@ -35,7 +35,9 @@ def env(tmp_path_factory):
     )
     tests = os.path.dirname(__file__)
     cache = tmp_path_factory.mktemp("escapes-cache")
-    return {"PYTHONPATH": os.pathsep.join([str(site), tests]), "OPZOO_CACHE_DIR": str(cache)}
+    # COLUMNS: wide enough that `list` cuts no summary before its clear-screen sequence
+    env = {"PYTHONPATH": os.pathsep.join([str(site), tests]), "OPZOO_CACHE_DIR": str(cache)}
+    return {**env, "COLUMNS": "250"}
 
 
 def _shown_not_obeyed(text: str) -> None:
