@@ -220,9 +220,9 @@ def _peer_only(ops: list[Op]) -> list[str]:
     for op in ops:
         for row, c, why in op.rows:
             if c == "blind":
-                fails = {k: v for k, v in row["peer"].items() if fails(v)}
+                failed = {k: v for k, v in row["peer"].items() if fails(v)}
                 out.append(
-                    f"- unexplained: `{op.name}` {row['kind']} {row['shapes']} {row['params']}: {fails}"
+                    f"- unexplained: `{op.name}` {row['kind']} {row['shapes']} {row['params']}: {failed}"
                 )
     return out + [""]
 
@@ -276,7 +276,7 @@ def main() -> int:
     parser.add_argument("names", nargs="*", help="only these ops (of the one set chosen)")
     parser.add_argument("--set", action="append", choices=(*SETS, "fixtures"), help="default: zoo, fixtures")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--limit", type=float, default=600.0, help="seconds per op and task (default 600)")
+    parser.add_argument("--limit", type=float, default=300.0, help="seconds per op and task (default 300)")
     parser.add_argument(
         "--check",
         choices=("all", "green", "none"),
