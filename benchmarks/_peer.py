@@ -151,6 +151,9 @@ def _why(row: dict[str, Any], prop: str, surrogate: bool) -> str | None:
         return f"{prop} {row['opzoo'][prop]}"
     if row["notes"][prop]:
         return f"{prop} noted: " + " | ".join(n[:160] for n in row["notes"][prop][:2])
+    if prop == "double_backward" and row["notes"]["gradient"]:
+        # not differentiable (or not finite) at some point of this input: not twice differentiable there
+        return "gradient noted: " + " | ".join(n[:160] for n in row["notes"]["gradient"][:2])
     return None
 
 

@@ -130,6 +130,10 @@ class Op:
     seconds: float
 
     @property
+    def blind(self) -> bool:
+        return any(c == "blind" for _, c, _ in self.rows)
+
+    @property
     def peer_red(self) -> bool:
         return any(c in ("both fail", "explained", "blind") for _, c, _ in self.rows)
 
@@ -148,12 +152,8 @@ def gather(names: list[str], done: dict[Any, Any]) -> list[Op]:
             timed_out |= r.timed_out
             seconds += r.seconds
             rows += [(row, *judge(row, r.surrogate)) for row in r.rows]
-            for (
-                row
-            ) in r.rows:  # opzoo's own verdicts on the peer's inputs (all there is without a full check)
-                failed.update(
-                    {p: v for p, v in row["opzoo"].items() if v.startswith("fail") and p not in failed}
-                )
+            for row in r.rows:  # opzoo's own verdicts on the peer's inputs (all, without a full check)
+                failed.update({p: v for p, v in row["opzoo"].items() if fails(v) and p not in failed})
             failed.update({p: why for p, status, why in r.results if status == "fail"})
         ops.append(Op(name, rows, failed, timed_out, seconds))
     return ops
@@ -174,6 +174,8 @@ def counts(ops: list[Op]) -> dict[str, Any]:
         "ops peer red": sum(op.peer_red for op in ops),
         "ops opzoo red": sum(bool(op.failed) for op in ops),
         "ops opzoo red, peer green": len(only),
+        # the promise: an op the peer fails somewhere, unexplained, and opzoo passes everywhere
+        "ops opzoo green, peer red unexplained": [op.name for op in ops if op.blind and not op.failed],
         "by property": by_prop,
         "timed out": [op.name for op in ops if op.timed_out],
         "cpu seconds": round(sum(op.seconds for op in ops)),
@@ -221,9 +223,9 @@ def _peer_only(ops: list[Op]) -> list[str]:
         for row, c, why in op.rows:
             if c == "blind":
                 failed = {k: v for k, v in row["peer"].items() if fails(v)}
-                out.append(
-                    f"- unexplained: `{op.name}` {row['kind']} {row['shapes']} {row['params']}: {failed}"
-                )
+                red = f"the op red by {', '.join(op.failed)}" if op.failed else "**the op green**"
+                where = f"{row['kind']} {row['shapes']} {row['params']}"
+                out.append(f"- unexplained ({red}): `{op.name}` {where}: {failed}")
     return out + [""]
 
 
