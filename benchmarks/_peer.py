@@ -27,6 +27,9 @@ def peer(op: Any, *xs: Any) -> None:
     row["params"] = {k: repr(v) for k, v in op.params.items()}
     row["peer"] = torch_verdicts(op, xs)
     row["opzoo"], row["notes"] = opzoo_verdicts(op, xs)
+    if op.fast and judge(row, op.spec.contract.surrogate is not None)[0] == "blind":
+        # the peer's slow mode against opzoo's fast one: opzoo's full Jacobian on this input too
+        row["opzoo_slow"], row["notes_slow"] = opzoo_verdicts(dataclasses.replace(op, fast=False), xs)
     ROWS.append(row)
 
 
@@ -154,6 +157,9 @@ def _why(row: dict[str, Any], prop: str, surrogate: bool) -> str | None:
     if prop == "double_backward" and row["notes"]["gradient"]:
         # not differentiable (or not finite) at some point of this input: not twice differentiable there
         return "gradient noted: " + " | ".join(n[:160] for n in row["notes"]["gradient"][:2])
+    slow, noted = row.get("opzoo_slow", {}).get(prop, ""), row.get("notes_slow", {}).get(prop)
+    if noted and not fails(slow):
+        return f"{prop} in slow mode (a full Jacobian) noted: " + " | ".join(n[:160] for n in noted[:2])
     return None
 
 

@@ -224,7 +224,10 @@ def _peer_only(ops: list[Op]) -> list[str]:
             if c == "blind":
                 failed = {k: v for k, v in row["peer"].items() if fails(v)}
                 red = f"the op red by {', '.join(op.failed)}" if op.failed else "**the op green**"
-                where = f"{row['kind']} {row['shapes']} {row['params']}"
+                slow = {k: v[:120] for k, v in row.get("opzoo_slow", {}).items()}
+                where = f"{row['kind']} {row['shapes']} {row['params']}" + (
+                    f" (opzoo slow: {slow})" if slow else ""
+                )
                 out.append(f"- unexplained ({red}): `{op.name}` {where}: {failed}")
     return out + [""]
 
