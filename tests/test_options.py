@@ -17,6 +17,7 @@ from opzoo.testing.running._options import (
     OptionError,
     RunOptions,
     flags,
+    in_shard,
     parse,
 )
 
@@ -89,6 +90,10 @@ def test_options_are_parsed_and_checked_once():
         (dict(jobs=0), "jobs"),
         (dict(profile="fast"), "profile"),
         (dict(properties=["nope"]), "properties"),
+        (dict(shard="3"), "shard"),
+        (dict(shard="a/b"), "shard"),
+        (dict(shard="0/4"), "shard"),
+        (dict(shard="5/4"), "shard"),
     ):
         with pytest.raises(OptionError) as caught:
             RunOptions(**bad)
@@ -126,3 +131,37 @@ def test_pytest_checks_only_the_devices_asked_for(tmp_path):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "kinks[myrelu]" in out.stdout and "kinks[myrelu-cuda]" not in out.stdout
+
+
+def test_the_shards_split_every_check_once_and_the_same_way_everywhere():
+    """Shards 1/N..N/N of every op and property: each check in exactly one, none empty for a few N,
+    decided by the names alone (a CRC; Python's hash of a str changes with every process)."""
+    import zlib
+
+    import opzoo
+    from opzoo.testing import PROPERTIES
+
+    pairs = [(op, prop) for op in opzoo.names() for prop in PROPERTIES]
+    for n in (1, 2, 3, 7):
+        parts = [[p for p in pairs if in_shard((k, n), *p)] for k in range(1, n + 1)]
+        assert sorted(sum(parts, [])) == sorted(pairs) and all(parts)
+    assert in_shard(RunOptions(shard="2/3").shard, "myrelu", "gradient") == (
+        zlib.crc32(b"myrelu\0gradient") % 3 == 1
+    )
+    assert RunOptions(shard="2/3").shard == (2, 3) and RunOptions().shard is None
+
+
+def test_opzoo_check_runs_only_its_shard():
+    """Two shards of one command line check the checks of the whole, each once."""
+    argv = ["check", "myrelu", "softsign", "-p", "accepts,hygiene,layout,subsets", "--examples", "2"]
+    argv += ["--profile", "ci", "--device", "cpu", "--json"]
+    runs = [run_opzoo(*argv, "--shard", f"{k}/2") for k in (1, 2)]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    import json
+
+    got = [{(r["op"], r["prop"]) for r in json.loads(run.stdout)["results"]} for run in runs]
+    assert not got[0] & got[1]
+    assert got[0] | got[1] == {(op, p) for op in ("myrelu", "softsign") for p in argv[4].split(",")}
+    bad = run_opzoo("check", "myrelu", "--shard", "3/2")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "opzoo: error: --shard must be K/N with 1 <= K <= N, got 3/2"

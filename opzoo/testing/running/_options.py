@@ -22,7 +22,17 @@ from opzoo.testing.properties import parse_properties
 from opzoo.testing.running._profiles import HELP as PROFILES_HELP
 from opzoo.testing.running._profiles import PROFILES
 
-__all__ = ["COMMANDS", "OPTIONS", "Option", "OptionError", "RunOptions", "flags", "parse", "seconds"]
+__all__ = [
+    "COMMANDS",
+    "OPTIONS",
+    "Option",
+    "OptionError",
+    "RunOptions",
+    "flags",
+    "in_shard",
+    "parse",
+    "seconds",
+]
 
 #: The commands that run checks; the pytest plugin runs them as ``check`` (``--opzoo``) and as
 #: ``mutate`` (``--opzoo-mutate``).
@@ -67,6 +77,37 @@ def _one_of(choices: Iterable[str]) -> Callable[[Any], str | None]:
         return f"must be one of {', '.join(known)}, got {value!r}"
 
     return check
+
+
+def _shard(value: str | tuple[int, int] | None) -> tuple[int, int] | None:
+    """``"K/N"`` as (K, N): part K of N (1 <= K <= N), or None for all of it."""
+    if value is None or isinstance(value, tuple):
+        return value
+    k, sep, n = str(value).partition("/")
+    try:
+        part = (int(k), int(n))
+    except ValueError:
+        part = None
+    if not sep or part is None:
+        raise ValueError(f"`shard` must be K/N (part K of N, e.g. 2/4), got {value!r}")
+    return part
+
+
+def _part(value: tuple[int, int] | None) -> str | None:
+    if value is None or 1 <= value[0] <= value[1]:
+        return None
+    return f"must be K/N with 1 <= K <= N, got {value[0]}/{value[1]}"
+
+
+def in_shard(shard: tuple[int, int] | None, op: str, prop: str) -> bool:
+    """Whether the check of ``prop`` on ``op`` is in ``shard``: a split by op and property that is
+    the same on every machine and in every run (a CRC of the two names, not Python's hash)."""
+    if shard is None:
+        return True
+    import zlib
+
+    k, n = shard
+    return zlib.crc32(f"{op}\0{prop}".encode()) % n == k - 1
 
 
 def _properties(value: Iterable[str] | None) -> tuple[str, ...]:
@@ -184,6 +225,17 @@ OPTIONS: dict[str, Option] = {
             check=_limit,
         ),
         Option(
+            "shard",
+            "run only part K of N of the checks (e.g. 2/4): a split by op and property that is the "
+            "same on every machine, for N CI machines",
+            metavar="K/N",
+            unset="all",
+            commands=(CHECK,),
+            pytest=False,  # pytest's items are an op's property each: pytest's sharding plugins split them
+            convert=_shard,
+            check=_part,
+        ),
+        Option(
             "jobs",
             "worker processes that run checks side by side (1: one; the ops never run in this process)",
             short="-j",
@@ -220,6 +272,7 @@ class RunOptions:
     seed:       hypothesis's seed for a profile that is not derandomized (None: drawn per check).
     device:     ``cpu``, ``cuda`` or ``all``.
     timeout:    seconds per property of an op before it counts as hung (None: no limit).
+    shard:      (K, N): only part K of N of the checks (:func:`in_shard`); None: all. ``"K/N"`` too.
     jobs:       worker processes (None: one per usable CPU where workers can be forked, else 1).
     """
 
@@ -229,6 +282,7 @@ class RunOptions:
     seed: int | None = OPTIONS["seed"].default
     device: str = OPTIONS["device"].default
     timeout: float | None = OPTIONS["timeout"].default
+    shard: tuple[int, int] | None = OPTIONS["shard"].default
     jobs: int | None = OPTIONS["jobs"].default
 
     def __post_init__(self) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 from opzoo.core._spec import OpSpec
 from opzoo.testing.properties import PROPERTIES
 from opzoo.testing.running._hooks import Asked, hooks_of
-from opzoo.testing.running._options import RunOptions
+from opzoo.testing.running._options import RunOptions, in_shard
 from opzoo.testing.running._pool import GRACE, Pool, Task
 from opzoo.testing.running._result import Result
 from opzoo.testing.running._runner import check, check_property
@@ -75,7 +75,13 @@ def check_all(
     props, devices = list(options.properties or PROPERTIES), options.devices
     hooks = hooks_of(registry) if registry is not None else None
     kw: dict[str, Any] = dict(options.check_kwargs(), registry=hooks)
-    tasks = [(i, prop, device) for i in range(len(specs)) for prop in props for device in devices]
+    tasks = [
+        (i, prop, device)
+        for i in range(len(specs))
+        for prop in props
+        if in_shard(options.shard, specs[i].name, prop)
+        for device in devices
+    ]
     jobs = max(1, min(options.jobs or default_jobs(), len(tasks)))
     if not tasks or not _forks(jobs, isolate):
         results: list[Result] = []
