@@ -165,3 +165,13 @@ def test_opzoo_check_runs_only_its_shard():
     bad = run_opzoo("check", "myrelu", "--shard", "3/2")
     assert bad.returncode == 2
     assert bad.stderr.strip() == "opzoo: error: --shard must be K/N with 1 <= K <= N, got 3/2"
+
+
+def test_opzoo_mutate_runs_the_ops_of_its_shard():
+    """A shard of mutate is a share of the ops (each op's control checked once, in its shard)."""
+    import json
+
+    argv = ["mutate", "myrelu", "elu", "--mutant", "sign", "-p", "gradient", "--examples", "2", "--json"]
+    runs = [run_opzoo(*argv, "--shard", f"{k}/2") for k in (1, 2)]
+    ops = [{v["op"] for v in json.loads(run.stdout)["verdicts"]} for run in runs]
+    assert sorted(map(sorted, ops)) == [["elu"], ["myrelu"]], [r.stderr for r in runs]

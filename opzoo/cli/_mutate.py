@@ -21,7 +21,7 @@ from opzoo.cli._common import (
 from opzoo.exceptions import ConfigError
 from opzoo.testing.mutation._mutants import parse_mutants
 from opzoo.testing.mutation._mutants import summaries as mutant_summaries
-from opzoo.testing.running._options import MUTATE
+from opzoo.testing.running._options import MUTATE, in_shard
 
 
 def add_mutate(sub: Any) -> argparse.ArgumentParser:
@@ -74,7 +74,8 @@ def run_mutate(args: argparse.Namespace) -> int:
     from opzoo.testing.running._parallel import default_jobs
     from opzoo.testing.running._signals import insistent_interrupt
 
-    specs = specs_from(reg, args.names)
+    # a shard of mutate is a share of the ops: each op's control is checked once, in its shard
+    specs = [s for s in specs_from(reg, args.names) if in_shard(options.shard, s.name, "")]
     verdicts: list[Any] = []
     began = time.perf_counter()
     try:

@@ -226,11 +226,11 @@ OPTIONS: dict[str, Option] = {
         ),
         Option(
             "shard",
-            "run only part K of N of the checks (e.g. 2/4): a split by op and property that is the "
-            "same on every machine, for N CI machines",
+            "run only part K of N of the checks (e.g. 2/4; mutate: of the ops), split the same way on "
+            "every machine, for N CI machines",
             metavar="K/N",
             unset="all",
-            commands=(CHECK,),
+            commands=(CHECK, MUTATE),
             pytest=False,  # pytest's items are an op's property each: pytest's sharding plugins split them
             convert=_shard,
             check=_part,
