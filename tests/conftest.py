@@ -103,9 +103,13 @@ def run_opzoo(*args: str, env: dict[str, str] | None = None, timeout: float = 30
 
 
 def run_pytest(*args: str, env: dict[str, str], cwd: Path | str):
-    """Run ``python -m pytest ARGS`` in a subprocess (no cache folder); return the CompletedProcess."""
+    """Run ``python -m pytest ARGS`` in a subprocess (no cache folder), started warm as ``run_opzoo``'s
+    commands are; return the CompletedProcess."""
+    argv = ["-p", "no:cacheprovider", *args]
+    if (done := warm.run(argv, {**os.environ, **env}, None, module="pytest", cwd=str(cwd))) is not None:
+        return done
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", *argv],
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -1,11 +1,12 @@
-"""`python -m opzoo ARGS` for the tests, started warm: forked from a process that has imported torch.
+"""`python -m opzoo ARGS` (and `python -m pytest ARGS`) for the tests, started warm: forked from a
+process that has imported torch.
 
 Most of what a test's `opzoo` subprocess costs is the interpreter starting and importing torch (about
 2 CPU seconds here, ~100 commands in the suite). A *zygote* — a Python started once per test worker,
-which imports torch and nothing of opzoo — forks one child per command; the child takes the command's
-working directory, environment, `sys.path` and standard streams, then runs `opzoo`'s `__main__` as
-`python -m opzoo` would, and exits through the interpreter's own shutdown (atexit handlers, flushed
-streams, the exit status of `SystemExit` or 1 with a traceback).
+which imports torch and nothing of opzoo — forks one child per command; the child takes the
+command's working directory, environment, `sys.path` and standard streams, then runs `opzoo`'s (or
+pytest's) `__main__` as `python -m opzoo` would, and exits through the interpreter's own shutdown
+(atexit handlers, flushed streams, the exit status of `SystemExit` or 1 with a traceback).
 
 What differs from a fresh interpreter, and so is never started warm (`run` returns None, and the
 caller starts a cold process): an environment whose interpreter or torch start-up variables (PYTHON*
@@ -66,8 +67,9 @@ sys.path[:] = [os.getcwd(), *(os.path.abspath(p) for p in entries), *base]
 import importlib, runpy
 importlib.invalidate_caches()
 sys.argv = ["-m", *req["args"]]
+module = req["module"]
 del req, base, serve, entries, streams, fd, path, flags, opened
-runpy.run_module("opzoo", run_name="__main__", alter_sys=True)
+runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
 
 
@@ -105,13 +107,20 @@ class _Zygote:
         return at_start(env) == at_start(self.start_env) and not empty_entry
 
     def run(
-        self, args: list[str], env: dict[str, str], cwd: str, timeout: float | None
+        self, module: str, args: list[str], env: dict[str, str], cwd: str, timeout: float | None
     ) -> tuple[int, str, str]:
         with tempfile.TemporaryDirectory(prefix="opzoo-warm-") as tmp:
             out, err = Path(tmp, "out"), Path(tmp, "err")
             out.touch()
             err.touch()
-            request = {"args": args, "env": env, "cwd": cwd, "out": str(out), "err": str(err)}
+            request = {
+                "module": module,
+                "args": args,
+                "env": env,
+                "cwd": cwd,
+                "out": str(out),
+                "err": str(err),
+            }
             assert self.proc.stdin is not None and self.proc.stdout is not None
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
@@ -130,10 +139,11 @@ _zygote: _Zygote | None = None
 
 
 def run(
-    args: list[str], env: dict[str, str], timeout: float | None, **kw: Any
+    args: list[str], env: dict[str, str], timeout: float | None, module: str = "opzoo", **kw: Any
 ) -> subprocess.CompletedProcess | None:
-    """``python -m opzoo ARGS`` forked from the zygote, as subprocess.run(..., capture_output=True,
-    text=True) would give it; None where a warm start would differ from a cold one (see above)."""
+    """``python -m MODULE ARGS`` (opzoo, or pytest) forked from the zygote, as subprocess.run(...,
+    capture_output=True, text=True) would give it; None where a warm start would differ from a cold
+    one (see above)."""
     global _zygote
     if set(kw) - {"cwd"} or os.environ.get("OPZOO_TEST_COLD"):
         return None
@@ -143,7 +153,7 @@ def run(
         return None
     try:
         cwd = os.path.abspath(kw.get("cwd") or os.getcwd())
-        code, out, err = _zygote.run(args, env, cwd, timeout)
+        code, out, err = _zygote.run(module, args, env, cwd, timeout)
     finally:
         _zygote.lock.release()
-    return subprocess.CompletedProcess([sys.executable, "-m", "opzoo", *args], code, out, err)
+    return subprocess.CompletedProcess([sys.executable, "-m", module, *args], code, out, err)
