@@ -275,6 +275,40 @@ def test_once_differentiable_is_a_skip_with_the_reason():
     assert result.status == "skip" and "no second derivative" in result.reason, result
 
 
+@pytest.mark.parametrize("name", ["square", "softplus", "relu", "sincos", "matmul", "product", "nan_hessian"])
+def test_double_backward_on_a_large_input_is_checked_along_a_direction(name):
+    """Above LARGE elements, double_backward checks the first derivative's derivative along one
+    random direction: a nan second derivative there alone is red (the peer's gradgradcheck in fast
+    mode fails it), correct ops are green, a ReLU's jumps at exact zeros are left out with a note."""
+    from correct_ops import DeclaredSquare, MatMul, Product, ReLU, SinCos, Softplus
+    from wrong_ops import NanHessianAbove4096
+
+    from opzoo.testing import spec_of
+    from opzoo.testing.checks._bound import PropertyFailed
+    from opzoo.testing.checks._gradient import double_backward
+
+    x = torch.randn(5000, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x[::7] = 0
+    g = torch.Generator().manual_seed(1)
+    pair = (torch.randn(70, 80, dtype=torch.float64, generator=g), torch.randn(80, 60, dtype=torch.float64))
+    cls, xs = {
+        "square": (DeclaredSquare, (x,)),
+        "softplus": (Softplus, (x,)),
+        "relu": (ReLU, (x,)),
+        "sincos": (SinCos, (x,)),
+        "matmul": (MatMul, pair),
+        "product": (Product, (x, x.flip(0))),
+        "nan_hessian": (NanHessianAbove4096, (x,)),
+    }[name]
+    op = bind(spec_of(cls), {})
+    if name != "nan_hessian":
+        double_backward(op, *xs)
+        assert name != "relu" or any("jumps" in n for n in op.notes), op.notes
+        return
+    with pytest.raises(PropertyFailed, match="second derivative mismatch on a large input .* analytical nan"):
+        double_backward(op, *xs)
+
+
 @ON_ONE_WORKER
 def test_gradient_failure_shows_numerical_vs_analytic():
     """A wrong gradient is reported where numerical and analytic differ most."""

@@ -130,6 +130,17 @@ class NanSecondDerivative(DeclaredSquare):
         return grad * 2 * x * (torch.sqrt(0 * x.abs()) + 1)
 
 
+class NanHessianAbove4096(DeclaredSquare):
+    """NanSecondDerivative's nan second derivative in a 'fast path' above 4,096 elements alone (as
+    WrongAboveFastPathSize is for the first derivative): right and twice differentiable below, where
+    gradgradcheck looks; above, only a directional second-order check sees it."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x * ((torch.sqrt(0 * x.abs()) + 1) if x.numel() > 4096 else 1)
+
+
 class NanHessianWhereZero(SavesOutput):
     """relu(x)^2 whose backward 2 sqrt(y) reads its saved output: right, but its derivative is nan
     (sqrt's infinite slope at 0 times 0) wherever the output is 0, and right (2) elsewhere: entmax15's
@@ -620,6 +631,7 @@ WRONG = {
     # a nan or infinite derivative where finite differences are finite: never excused as a kink
     "nan_second_derivative": (NanSecondDerivative, "double_backward", "analytical nan"),
     "nan_hessian_where_zero": (NanHessianWhereZero, "double_backward", "analytical nan"),
+    "nan_hessian_above_4096": (NanHessianAbove4096, "double_backward", "analytical nan"),
     "nan_gradient_at_small": (NanGradientAtSmall, "gradient", "analytical nan"),
     "wrong_slope_surrogate": (WrongSlopeSurrogate, "gradient", "differs from the declared surrogate"),
     "wrong_in_lower_precision": (WrongInLowerPrecision, "gradient", "differs from the declared surrogate"),
@@ -704,6 +716,7 @@ ONLY = [
     "silent_double_backward",
     "nan_second_derivative",
     "nan_hessian_where_zero",
+    "nan_hessian_above_4096",
     "off_reference",
     "wrong_for_noncontiguous_input",
     "grad_output_as_scratch",
