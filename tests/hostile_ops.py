@@ -80,3 +80,15 @@ class Spawner(_Doubles):
             with open(path, "w") as f:
                 f.write(str(child.pid))
         return grad * 2
+
+
+class CheckerPatcher(_Doubles):
+    """Correct, but its backward makes opzoo's gradient check find nothing, for every op checked
+    after it in the same process: it replaces the check's code (a reference held anywhere sees it)."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        from opzoo.testing.checks import _gradient
+
+        _gradient.gradient.__code__ = (lambda *args, **kwargs: None).__code__
+        return grad * 2

@@ -4,6 +4,7 @@ process's, in the same order; a crashed or deaf worker is one failed check, not 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
@@ -213,3 +214,21 @@ def test_nothing_an_op_starts_outlives_the_command(tmp_path):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_op_that_patches_the_checker_changes_no_later_verdict(jobs):
+    """CheckerPatcher's backward replaces the gradient check's code by one that finds nothing; a
+    worker that checked it and then WrongSign passed WrongSign (-j 1: always; -j 2: whenever the
+    schedule gave one worker both). Each op's checks now run in workers of their own: WrongSign
+    fails, however many workers."""
+    argv = ["check", "hostile_ops:CheckerPatcher", "wrong_ops:WrongSign", "-p", "hygiene,gradient"]
+    out = run_opzoo(*argv, "--device", "cpu", "--examples", "5", "-j", jobs, "--json", env=ON_PATH)
+    assert out.returncode == 1, out.stderr
+    got = {r["id"]: r["status"] for r in json.loads(out.stdout)["results"]}
+    assert got == {
+        "hygiene[hostile_ops:CheckerPatcher]": "pass",
+        "gradient[hostile_ops:CheckerPatcher]": "pass",
+        "hygiene[wrong_ops:WrongSign]": "pass",
+        "gradient[wrong_ops:WrongSign]": "fail",
+    }

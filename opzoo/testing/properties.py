@@ -40,7 +40,7 @@ class Property:
               (``strategies.edge_inputs``), in fast mode, so the cost stays linear in their size.
     slow:     its first check in a process is slow (it imports torch._dynamo: 1-2 s): workers start
               it early and the parent imports that once before forking. Speed only, not results.
-    compiles: it compiles (loads inductor's modules too): one worker takes these, so they load once.
+    compiles: it compiles (loads inductor's modules too): the pool loads these once, before it forks.
     screened: it runs only on inputs the forward accepts: one the forward rejects (raises on) is
               the ``accepts`` property's to report, once, not every property's.
     """

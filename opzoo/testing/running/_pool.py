@@ -2,6 +2,11 @@
 at a time and sending back its result; a worker that crashes is replaced, one deaf to its time
 limit killed. What to run, and when to run it in the parent instead, is ``_parallel``'s.
 
+A worker runs the tasks of one op only: when the next task it would take is another op's, it is
+stopped and a fresh one forked in its place. The parent runs no op's code, so whatever an op's code
+changes in its process (torch, opzoo's checks) reaches no other op's verdict. Workers prefer their
+own op's tasks, and modules a first compile loads are loaded in the parent, so forks stay cheap.
+
 Workers are forked, not spawned, so that they share the registry as it stands (ops registered at
 run time, a private :class:`~opzoo.Registry`) and start in milliseconds rather than re-importing
 torch. Each holds a copy of the run's :class:`~opzoo.testing.running._hooks.RunHooks`: the failures
@@ -44,19 +49,16 @@ class _Schedule:
         tasks: list[Task],
         done: dict[Task, Any],
         started: Callable[[OpSpec], None],
-        compiles: Callable[[str], bool],
     ) -> None:
-        self.specs, self.pending, self.done = specs, list(tasks), done
-        self.started, self.compiles = started, compiles
+        self.specs, self.pending, self.done, self.started = specs, list(tasks), done, started
         self.hung: set[int] = set()  # ops with a check that timed out: their other checks are not run
         self.probing: set[int] = set()  # ops whose first check is running: their others wait for it
         self.probed: set[int] = set()
 
-    def take(self, compiler: bool) -> Task | None:
-        """The next task to run, or None for now. The first worker (``compiler``) takes a compiling
-        check first, the others only when nothing else is left for them: the 0.8 s of modules the
-        first compile loads are then loaded once."""
-        eligible: list[int] = []
+    def take(self, prefer: int | None = None) -> Task | None:
+        """The next task to run, or None for now: the first of op ``prefer`` that may run (the op
+        the asking worker serves: it needs no new worker), else the first that may."""
+        chosen: int | None = None
         seen: set[int] = set()
         k = 0
         while k < len(self.pending):
@@ -70,15 +72,14 @@ class _Schedule:
             seen.add(i)
             # An op's first check is its first in the order (the quick one); then any.
             if i not in self.probing and (i in self.probed or first):
-                if compiler == self.compiles(prop):
-                    eligible.insert(0, k)
+                if i == prefer or prefer is None:
+                    chosen = k
                     break
-                if not eligible:
-                    eligible.append(k)
+                chosen = k if chosen is None else chosen
             k += 1
-        if not eligible:
+        if chosen is None:
             return None
-        task = self.pending.pop(eligible[0])
+        task = self.pending.pop(chosen)
         if task[0] not in self.probed:
             self.probing.add(task[0])
             self.started(self.specs[task[0]])
@@ -108,18 +109,19 @@ class Pool:
         work: Callable[..., Any],
         hooks: RunHooks | None = None,
         limit: float | None = None,
-        compiles: Callable[[str], bool] = lambda what: False,
     ) -> None:
         self.specs, self.jobs, self.grace, self.kw = specs, jobs, grace, kw
-        self.hooks, self.work, self.compiles = hooks, work, compiles
+        self.hooks, self.work = hooks, work
         self.timeout: float | None = limit if limit is not None else kw.get("timeout")
         self.threads = max(1, _torch_threads() // jobs)
         self.context = multiprocessing.get_context("fork")
         self.workers: list[tuple[Any, Connection]] = []
         self.busy: dict[Connection, tuple[Any, Task, float]] = {}
+        self.serves: dict[Any, int] = {}  # worker -> the op whose tasks it runs
+        self.retired: list[tuple[Any, Connection]] = []  # asked to stop, not yet joined
 
     def run(self, tasks: list[Task], done: dict[Task, Any], started: Callable[[OpSpec], None]) -> None:
-        schedule = _Schedule(self.specs, tasks, done, started, self.compiles)
+        schedule = _Schedule(self.specs, tasks, done, started)
         # The workers share the parent's memory until they write to it, and a garbage collection
         # writes to every object it visits: frozen, the parent's objects are left out of the
         # workers' collections (and copies).
@@ -128,7 +130,8 @@ class Pool:
             self.workers = [self._start() for _ in range(self.jobs)]
             while schedule.pending or self.busy:
                 for w, (proc, conn) in enumerate(self.workers):
-                    if conn not in self.busy and (task := schedule.take(compiler=w == 0)) is not None:
+                    if conn not in self.busy and (task := schedule.take(self.serves.get(proc))) is not None:
+                        proc, conn = self._serving(w, task[0])
                         conn.send(task)
                         self.busy[conn] = (proc, task, time.monotonic())
                 if self.busy:
@@ -167,6 +170,25 @@ class Pool:
                 schedule.finish(task, self._killed(task, now - began))
                 self._replace(proc)
 
+    def _serving(self, w: int, op: int) -> tuple[Any, Connection]:
+        """Worker ``w``, to run a task of op ``op``: itself if it has run none or only that op's, else
+        retired for a fresh one, forked from this process (which runs no op's code), so that nothing
+        an op's code changes in its worker (torch, opzoo's checks) reaches another op's verdict."""
+        proc, conn = self.workers[w]
+        if self.serves.setdefault(proc, op) != op:
+            self._ask_to_stop(proc, conn)
+            self.retired.append(self.workers[w])
+            proc, conn = self.workers[w] = self._start()
+            self.serves[proc] = op
+        return proc, conn
+
+    def _ask_to_stop(self, proc: Any, conn: Connection) -> None:
+        """A worker between tasks: asked to stop (it ends what its op started), killed if deaf."""
+        try:
+            conn.send(None)
+        except OSError:
+            _kill(proc)
+
     def _stop(self) -> None:
         """Stop every worker: those between tasks asked to, those in one (interrupted) killed."""
         for proc, conn in self.workers:
@@ -174,11 +196,8 @@ class Pool:
                 if conn in self.busy:
                     _kill(proc)  # interrupted: a check in progress is abandoned
                 else:
-                    try:
-                        conn.send(None)
-                    except OSError:
-                        _kill(proc)
-        for proc, conn in self.workers:
+                    self._ask_to_stop(proc, conn)
+        for proc, conn in self.retired + self.workers:
             proc.join(5.0)
             if proc.is_alive():
                 _kill(proc)
