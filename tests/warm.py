@@ -33,7 +33,7 @@ from typing import Any
 _AT_START = ("PYTHON", "TORCH", "OMP_", "MKL_", "KMP_", "CUDA", "LD_", "GOMP_")
 
 # The zygote, run with `python -c`: import torch, then fork a child per request line until EOF. A
-# child leaves the loop with its request and becomes the command (see _become).
+# child leaves the loop with its request and becomes the command (the code after `serve()`).
 _SERVER = r"""
 import json, os, sys
 import torch  # noqa: F401  (what every command imports first, and the cost the zygote saves)
@@ -82,8 +82,7 @@ class _Zygote:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
-            text=True,
-            start_new_session=False,
+            bufsize=0,  # unbuffered: a line read never takes the next one, which select must see
         )
         self.lock = threading.Lock()
         atexit.register(self.stop)
@@ -122,8 +121,9 @@ class _Zygote:
                 "err": str(err),
             }
             assert self.proc.stdin is not None and self.proc.stdout is not None
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            # Raw pipes: readline reads byte by byte, so the status line, once written, is still in
+            # the pipe for select (a buffered read of the pid line could have taken it too).
             pid = int(self.proc.stdout.readline())
             ready = select.select([self.proc.stdout], [], [], timeout)[0]
             if not ready:
