@@ -32,6 +32,7 @@ from opzoo.testing.mutation._facts_task import Facts, gather
 from opzoo.testing.mutation._mutant_ops import mutant_spec
 from opzoo.testing.mutation._mutants import MUTANTS, Mutant
 from opzoo.testing.properties import PROPERTIES
+from opzoo.testing.running._cases import searching
 from opzoo.testing.running._options import RunOptions
 from opzoo.testing.running._parallel import check_all, run_pool
 from opzoo.testing.running._result import HUNG
@@ -186,7 +187,8 @@ def mutate_one(
     for prop in order(spec, m, list(props or PROPERTIES)):
         if prop in skipped:
             continue
-        result = check_property(mutated, prop, device=device, **kw)
+        with searching():  # a mutant is a new op, most killed early: its own search, not a draw
+            result = check_property(mutated, prop, device=device, **kw)
         results[prop] = result
         if result.status == "fail":
             return Verdict(

@@ -5,25 +5,26 @@ from __future__ import annotations
 import random
 import time
 from types import EllipsisType
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import hypothesis
 import torch
-from hypothesis import given, settings
-from hypothesis.errors import HypothesisException, Unsatisfiable
+from hypothesis import settings
+from hypothesis.errors import HypothesisException
 
 from opzoo.core._spec import OpSpec
 from opzoo.exceptions import one_line
 from opzoo.testing.checks._bound import PropertyFailed, PropertySkipped, bind, rejects
 from opzoo.testing.properties import PROPERTIES, Property
-from opzoo.testing.running import _profiles
+from opzoo.testing.running import _cases, _profiles
+from opzoo.testing.running._cases import split
 from opzoo.testing.running._hooks import Asked, RunHooks, hooks_of
 from opzoo.testing.running._options import OPTIONS
 from opzoo.testing.running._repeatable import seeded_torch, without_local_constants
 from opzoo.testing.running._repro import describe, repro
 from opzoo.testing.running._result import HUNG, Result
 from opzoo.testing.running._signals import PropertyTimeout, insistent_interrupt, signals_handled, time_limit
-from opzoo.testing.strategies import cases, edge_inputs, fixed_inputs
+from opzoo.testing.strategies import edge_inputs, fixed_inputs
 
 DEVICES = ("cpu", "cuda")
 
@@ -31,18 +32,6 @@ DEVICES = ("cpu", "cuda")
 #: at each call: opzoo's own tests lift it, so that a loaded machine never turns a slow check into
 #: a verdict; the tests of the limit itself pass theirs). The options' default, as the commands'.
 TIMEOUT: float | None = OPTIONS["timeout"].default
-
-
-def split(
-    spec: OpSpec, inputs: tuple[torch.Tensor, ...]
-) -> tuple[tuple[torch.Tensor, ...], dict[int, torch.Tensor]]:
-    """The op's inputs as a check takes them: the differentiable ones, and the others (targets,
-    masks) by their index, for :func:`~opzoo.testing.bind`'s ``constants``."""
-    kinds = spec.arguments.constants if spec.arguments is not None else {}
-    if not kinds:
-        return inputs, {}
-    xs = tuple(x for i, x in enumerate(inputs) if i not in kinds)
-    return xs, {i: inputs[i] for i in kinds if i < len(inputs)}
 
 
 def replay(
@@ -97,17 +86,17 @@ def check_property(
         return Result(spec.name, prop, device, "skip", reason)
     profile = profile or _profiles.default_profile()
     conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
+    shared = _cases.shared(conf, seed)  # the op's draw replayed: the same examples, drawn once
     if not conf.derandomize and seed is None:
         seed = random.SystemRandom().randrange(2**32)
     hooks = hooks_of(registry) if registry is not None else None
-    tried = _Trial(spec, property_, device)
-    signalled = signals_handled()
+    tried = _Trial(spec, property_, device, signals_handled())
     try:
-        tried.every_input(conf, seed, hooks, profile, timeout)
+        tried.every_input(conf, seed, hooks, profile, timeout, registry if shared else _SEARCH)
     except BaseException as exc:  # the op under test may raise anything
         # A KeyboardInterrupt is Ctrl-C (or SIGTERM, SIGHUP) only if one of them was handled
         # meanwhile; one the op raised itself is its failure (in a worker, which ignores SIGINT, always).
-        interrupt = _interrupt_in(exc) if signals_handled() > signalled else None
+        interrupt = _interrupt_in(exc) if signals_handled() > tried.signalled else None
         if interrupt is not None:
             raise interrupt from None
         failure: BaseException | None = exc
@@ -128,55 +117,108 @@ def check_property(
     return tried.failed(failure, took, lambda example: repro(spec, prop, example, profile, seed, examples))
 
 
+#: ``every_input``'s ``registry`` where the property searches its own examples.
+_SEARCH = object()
+
+
 class _Trial:
     """One property of one op, tried on every input it runs on: how many ran, what the check
     noticed, and the last input tried (the failing one, once one fails)."""
 
-    def __init__(self, spec: OpSpec, property_: Property, device: str) -> None:
+    def __init__(self, spec: OpSpec, property_: Property, device: str, signalled: int = 0) -> None:
         self.spec, self.property, self.device = spec, property_, device
+        self.signalled = signalled  # signals handled before the check began
         self.last: dict[str, Any] = {}
         self.notes: dict[str, None] = {}
         self.ran = 0  # inputs the property ran on (not rejected by the forward)
 
     def every_input(
-        self, conf: Any, seed: int | None, registry: RunHooks | None, profile: str, timeout: float | None
+        self,
+        conf: Any,
+        seed: int | None,
+        hooks: RunHooks | None,
+        profile: str,
+        timeout: float | None,
+        registry: Any,
     ) -> None:
         """Drawn inputs (as many as ``conf`` says), then the fixed ones, then the edge ones, as the
-        property asks, within ``timeout`` seconds; raises what the property raised."""
-        spec, device, attempt = self.spec, self.device, self
-        with insistent_interrupt(), time_limit(timeout), without_local_constants():
-            if self.property.drawn:
+        property asks, within ``timeout`` seconds; raises what the property raised. The drawn ones
+        are the op's draw replayed (``registry``: whose plugins it asked) where that passes, else
+        (or with ``_SEARCH``) the property's own search, under a limit of its own."""
+        spec, device, fast = self.spec, self.device, profile != "thorough"
+        with insistent_interrupt(), without_local_constants():
+            if self.property.drawn and registry is not _SEARCH:
+                with time_limit(timeout):
+                    if self.replayed(
+                        lambda: _cases.drawn(spec, conf, seed, device, registry, hooks, fast), hooks, fast
+                    ):
+                        self.others()
+                        return
+                self.last.clear()
+                self.notes.clear()
+                self.ran = 0
+            with time_limit(timeout):
+                if self.property.drawn:
 
-                @conf
-                @given(case=cases(spec, device=device, registry=registry))
-                def run(case: tuple[dict[str, Any], tuple[torch.Tensor, ...]]) -> None:
-                    if not attempt(*case, profile != "thorough"):
-                        hypothesis.reject()
+                    def attempt(params: dict[str, Any], inputs: tuple[torch.Tensor, ...]) -> None:
+                        if not self(params, inputs, fast):
+                            hypothesis.reject()
 
-                if conf.derandomize:  # the pinned seed, not one hashed from the text of `run`
-                    run = hypothesis.seed(_profiles.CI_SEED)(run)
-                elif seed is not None:
-                    run = hypothesis.seed(seed)(run)
-                try:
-                    run()
-                except Unsatisfiable:
-                    pass  # the forward rejected every drawn input: the accepts property says so
-            for xs in fixed_inputs(spec, device)[: self.property.fixed]:
-                attempt(spec.contract.defaults(), xs, False)
-            if self.property.edges:
-                for k, xs in enumerate(edge_inputs(spec, device)):
-                    attempt(spec.contract.defaults(), xs, True, edge=k)
+                    _cases.search(conf, seed, spec, device, hooks, attempt)
+                self.others()
+
+    def others(self) -> None:
+        """The fixed inputs, then the edge ones, as the property asks."""
+        spec, device = self.spec, self.device
+        for xs in fixed_inputs(spec, device)[: self.property.fixed]:
+            self(spec.contract.defaults(), xs, False)
+        if self.property.edges:
+            for k, xs in enumerate(edge_inputs(spec, device)):
+                self(spec.contract.defaults(), xs, True, edge=k)
+
+    def replayed(self, draw: Callable[[], _cases.Drawn], hooks: RunHooks | None, fast: bool) -> bool:
+        """Run the property on the op's drawn cases (``draw()``) as its own search would: False where
+        that search must run instead (the draw failed, a case failed, or a property that is not
+        screened met a case the forward rejects, past which its own search draws other examples)."""
+        try:
+            drawn = draw()
+            if drawn.cases is None:
+                return False
+            for failure in drawn.failures if hooks is not None else ():
+                hooks.record(failure)  # as its own search would have met it
+            for case in drawn.cases:
+                if case.rejected and self.property.screened:
+                    continue
+                if case.rejected:
+                    return False
+                if case.repeat:
+                    self.ran += 1
+                    continue
+                self(case.params, case.copied(), fast, screened=False)
+        except PropertyTimeout:
+            raise
+        except BaseException as exc:  # the op under test may raise anything: its search reports it
+            if _interrupt_in(exc) is not None and signals_handled() > self.signalled:
+                raise
+            return False
+        return True
 
     def __call__(
-        self, params: dict[str, Any], inputs: tuple[torch.Tensor, ...], fast: bool, edge: int | None = None
+        self,
+        params: dict[str, Any],
+        inputs: tuple[torch.Tensor, ...],
+        fast: bool,
+        edge: int | None = None,
+        screened: bool = True,
     ) -> bool:
-        """Run the property on one input; False if the forward rejects it (left out)."""
+        """Run the property on one input; False if the forward rejects it (left out). ``screened``:
+        False where the caller knows the forward accepts it."""
         self.last.clear()
         xs, constants = split(self.spec, inputs)
         op = bind(self.spec, params, constants=constants, device=self.device, fast=fast)
         # An input the forward rejects is the accepts property's to report, once: the others leave
         # it out, so that one limit of the forward does not fail (or hide) everything else.
-        if self.property.screened:
+        if self.property.screened and screened:
             with seeded_torch(self.device):
                 if rejects(op, xs) is not None:
                     return False
