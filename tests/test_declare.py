@@ -3,13 +3,10 @@ order, a Dim, integer targets, fixed ranks and computed sizes; assert_correct an
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
 import upstream_ops as up
-from conftest import ROOT, run_opzoo
+from conftest import ROOT, run_opzoo, run_pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -317,24 +314,14 @@ def test_an_import_path_is_checked_by_the_pytest_plugin(tmp_path):
         "    def backward(ctx, g):\n"
         "        return 2 * g\n"
     )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--opzoo=mine:Twice",
-            "--opzoo-property=gradient,hygiene",
-            "--opzoo-profile=ci",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
+    out = run_pytest(
+        "-q",
+        "--opzoo=mine:Twice",
+        "--opzoo-property=gradient,hygiene",
+        "--opzoo-profile=ci",
+        str(tmp_path),
+        env={"PYTHONPATH": f"{tmp_path}:{ROOT / 'tests'}"},
         cwd=tmp_path,
-        env={**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{ROOT / 'tests'}"},
-        timeout=600,
     )
     assert "2 passed, 2 skipped" in out.stdout, out.stdout + out.stderr
 

@@ -65,11 +65,15 @@ def test_an_op_that_ends_its_import_is_an_error_for_check_and_a_failing_test_for
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.startswith("opzoo: error: op 'exiter' from opzoo-hostile-fixtures 0.0.1")
     assert "importing it ended the process with exit status 0" in out.stderr and out.stderr.count("\n") == 1
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--opzoo=exiter,myrelu",
-         "--opzoo-property=hygiene", "--opzoo-profile", "ci"],
-        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, **env},
-    )  # fmt: skip
+    run = run_pytest(
+        "-q",
+        "--opzoo=exiter,myrelu",
+        "--opzoo-property=hygiene",
+        "--opzoo-profile",
+        "ci",
+        env=env,
+        cwd=tmp_path,
+    )
     assert run.returncode == 1, run.stdout[-2000:]
     # exiter's one failing load test; myrelu's hygiene passes (on the CPU; on CUDA it passes or skips)
     assert run.stdout.count("FAILED ") == 1 and "FAILED ::load[exiter]" in run.stdout, run.stdout[-2000:]

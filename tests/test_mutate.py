@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import run_opzoo
+from conftest import run_opzoo, run_pytest
 from correct_ops import Cube, RoundsByPath, SavesOutput, SeedMyReLU, SinCos
 from hostile_ops import ON_PATH, _Doubles
 
@@ -204,21 +204,17 @@ def test_bad_input_is_one_line(args, message):
 def test_pytest_plugin_mutates(tmp_path):
     """`pytest --opzoo-mutate=NAME` makes one test per mutant: a killed one passes, a survivor fails
     with its reason (or is skipped at --opzoo-min-score), one that does not apply is skipped."""
-    import subprocess
-    import sys
-
     args = [
-        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA",
-        "--opzoo-mutate=myrelu", "--opzoo-mutant=sign,wrong_on_negatives,swap_inputs",
+        "-rA", "--opzoo-mutate=myrelu", "--opzoo-mutant=sign,wrong_on_negatives,swap_inputs",
         "--opzoo-property=gradient",
     ]  # fmt: skip
-    out = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+    out = run_pytest(*args, env={}, cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert re.search(r"PASSED \S*mutant\[myrelu~identity\]", out.stdout), out.stdout
     assert re.search(r"PASSED \S*mutant\[myrelu~sign\]", out.stdout)
     assert "not applicable: one input: there is no other gradient to swap it with" in out.stdout
     assert "survived myrelu~wrong_on_negatives: the op's gradient was zero" in out.stdout
-    lenient = subprocess.run([*args, "--opzoo-min-score=0.5"], cwd=tmp_path, capture_output=True, text=True)
+    lenient = run_pytest(*args, "--opzoo-min-score=0.5", env={}, cwd=tmp_path)
     assert lenient.returncode == 0, lenient.stdout + lenient.stderr
 
 

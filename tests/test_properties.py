@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE, run_opzoo
+from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE, run_opzoo, run_pytest
 from correct_ops import AT_KINKS, CORRECT, THRESHOLD, OneUlpApart, RoundsByPath
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -440,13 +440,7 @@ def test_check_command_json_and_bad_input():
 
 def test_pytest_plugin_from_a_plugins_own_directory():
     """`pytest` inside plugins/opzoo-smooth runs its tests plus one opzoo test per op x property."""
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider"],
-        cwd=ROOT / "plugins" / "opzoo-smooth",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CI": "1"},
-    )
+    out = run_pytest("-v", env={"CI": "1"}, cwd=ROOT / "plugins" / "opzoo-smooth")
     assert out.returncode == 0, out.stdout[-3000:]
     assert "gradient[logcosh] PASSED" in out.stdout and "double_backward[isru] PASSED" in out.stdout
     assert "test_ops.py::test_ops_come_from_this_distribution PASSED" in out.stdout
@@ -454,25 +448,8 @@ def test_pytest_plugin_from_a_plugins_own_directory():
 
 def test_pytest_plugin_fails_a_wrong_op(broken_plugin_path, tmp_path):
     """`pytest --opzoo=NAME` fails the wrong property with the report, and -k selects by id."""
-    env = {**os.environ, "PYTHONPATH": broken_plugin_path}
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--opzoo=wrongsign",
-            "-k",
-            "gradient",
-            "-p",
-            "no:cacheprovider",
-            "--opzoo-profile",
-            "ci",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    env = {"PYTHONPATH": broken_plugin_path}
+    out = run_pytest("--opzoo=wrongsign", "-k", "gradient", "--opzoo-profile", "ci", env=env, cwd=tmp_path)
     assert out.returncode == 1
     assert "gradient[wrongsign]" in out.stdout and "Jacobian mismatch" in out.stdout
     assert "1 failed" in out.stdout and "kinks[wrongsign]" not in out.stdout
