@@ -29,6 +29,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from datetime import date
@@ -288,19 +289,15 @@ def heading(commit: str) -> str:
 def section(argv: list[str], machine: str, loads: tuple[float, float], tables: list[str]) -> str:
     from _record import git, provenance
 
-    lines = [
-        heading(git("rev-parse", "--short", "HEAD")),
-        "",
+    said = (
         f"`benchmarks/check_speed.py {' '.join(argv)}` ({provenance()}). {machine}. Load average (1 min) "
         f"{loads[0]:.1f} at the start, {loads[1]:.1f} at the end: the machine is shared with other "
         "sessions, so the seconds are inflated and move with the load. **The ratios are the figure**: "
         "opzoo against its peer, each pair run side by side in one process on the same inputs (A B B A, "
-        "medians); and each "
-        'end-to-end figure in units of `python -c "import torch"` measured in the same rounds. The targets '
-        "are issue 32's, for a quiet 2-core machine; nothing is asserted.",
-        "",
-        *tables,
-    ]
+        'medians); and each end-to-end figure in units of `python -c "import torch"` measured in the same '
+        "rounds. The targets are issue 32's, for a quiet 2-core machine; nothing is asserted."
+    )
+    lines = [heading(git("rev-parse", "--short", "HEAD")), "", textwrap.fill(said, 110), "", *tables]
     return "\n".join(lines)
 
 
