@@ -1,0 +1,79 @@
+"""Correct Functions, one of each kind `opzoo scan` meets. Declared by hand, SoftPlus and Softmax
+are green: scan must never make them red."""
+
+import torch
+
+
+class SoftPlus(torch.autograd.Function):
+    """Elementwise, setup_context form: d/dx log(1 + e^x) = sigmoid(x)."""
+
+    @staticmethod
+    def forward(x):
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * torch.sigmoid(x)
+
+
+class Softmax(torch.autograd.Function):
+    """Along `dim`, classic form: d softmax = y * (g - sum(g * y))."""
+
+    @staticmethod
+    def forward(ctx, x, dim=-1):
+        y = torch.softmax(x, dim)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None
+
+
+class Heaviside(torch.autograd.Function):
+    """A flat forward with a surrogate backward (a spiking neuron's): by design, not a derivative."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(4 * x)
+        return g * 4 * s * (1 - s)
+
+
+class Scaled(torch.autograd.Function):
+    """`alpha` is taken as a tensor or as a number: scan cannot tell which, nor choose its values."""
+
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x * alpha
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.alpha, None
+
+
+class Gram(torch.autograd.Function):
+    """A matrix op, (m,n)->(m,m): its signature must be declared."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return a @ a.mT
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return (g + g.mT) @ a
