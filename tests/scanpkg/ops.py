@@ -77,3 +77,46 @@ class Gram(torch.autograd.Function):
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
         return (g + g.mT) @ a
+
+
+class Log(torch.autograd.Function):
+    """Defined on (0, inf) only (nan below): its domain is inferred."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.log(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / x
+
+
+class GuidedReLU(torch.autograd.Function):
+    """Guided backprop: g * [x > 0] * [g > 0], not linear in grad_output, by design."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (x > 0) * (g > 0)
+
+
+class Dropout(torch.autograd.Function):
+    """A random forward: the same under the same seed."""
+
+    @staticmethod
+    def forward(ctx, x):
+        mask = (torch.rand_like(x) > 0.5).to(x.dtype) * 2
+        ctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, g):
+        (mask,) = ctx.saved_tensors
+        return g * mask
