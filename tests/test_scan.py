@@ -127,3 +127,84 @@ def test_a_wrong_twin_is_inferred_as_its_correct_op(on_path, name):
     from opzoo.testing.scan._infer import infer
 
     assert declaration(infer(f"scanpkg.wrong:{name}")) == declaration(infer(f"scanpkg.ops:{name}"))
+
+
+# -- the scan, whole -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scanned():
+    """tests/scanpkg scanned once (the gradient property only: the point is the inference), and the
+    package's modules this process had imported before and after."""
+    from opzoo.testing.scan._scan import scan
+
+    sys.path.insert(0, TESTS)
+    try:
+        before = {name for name in sys.modules if name.startswith("scanpkg")}
+        report = scan("scanpkg", properties=["gradient"], jobs=2, timeout=60)
+        after = {name for name in sys.modules if name.startswith("scanpkg")}
+    finally:
+        sys.path.remove(TESTS)
+    return report, before, after
+
+
+def test_scan_never_makes_a_correct_op_red(scanned):
+    """Every correct op of scanpkg/ops.py is green or "cannot infer" with why; none is red."""
+    report, _, _ = scanned
+    rows = {r.path.partition(":")[2]: r for r in report.rows if r.path.startswith("scanpkg.ops:")}
+    assert set(rows) == set(EXPECTED)
+    for name, row in rows.items():
+        assert not row.failed, (name, row.verdict())
+        if isinstance(EXPECTED[name], str):
+            assert row.status == "cannot infer" and row.why and not row.results
+        else:
+            assert row.status == "inferred" and row.verdict().startswith("green (1 pass, 0 fail")
+            assert row.declaration.startswith(f"opzoo.declare(\n    scanpkg.ops.{name},")
+
+
+def test_scan_finds_the_wrong_twin_of_each_inferred_op_red(scanned):
+    """The wrong twins get the same declaration, and their gradient check fails."""
+    report, _, _ = scanned
+    wrong = {r.path: r.failed for r in report.rows if r.path.startswith("scanpkg.wrong:")}
+    assert wrong == {f"scanpkg.wrong:{n}": ["gradient"] for n in ("SoftPlus", "Softmax", "Log")}
+    assert report.red
+
+
+def test_scan_lists_the_modules_it_did_not_use_and_imports_nothing_here(scanned):
+    """The modules that failed, ended the process or changed torch's state are listed with why, in
+    the table too; the calling process imported nothing of the package."""
+    from opzoo.testing.scan._scan import table
+
+    report, before, after = scanned
+    assert [(m.module, m.status) for m in report.failures] == [
+        ("scanpkg.broken", FAILED),
+        ("scanpkg.dtype", CHANGED),
+        ("scanpkg.exits", ENDED),
+    ]
+    assert after == before
+    text = table(report)
+    assert "not importable: scanpkg.exits (ended the process: " in text
+    assert text.endswith(
+        "scanpkg: 11 Function(s) in 6 module(s) (3 did not import): 6 inferred and checked (3 green, 3 red), "
+        "5 cannot infer"
+    )
+
+
+def test_scan_command(tmp_path):
+    """`opzoo scan`: JSON rows and exit 1 when an inferred verdict is red; an unknown package is one
+    error line."""
+    import json
+
+    from conftest import run_opzoo
+
+    env = {"PYTHONPATH": TESTS, "OPZOO_CACHE_DIR": str(tmp_path)}
+    out = run_opzoo("scan", "scanpkg.wrong", "--property", "gradient", "-j", "2", "--json", env=env)
+    assert out.returncode == 1, out.stderr
+    rows = json.loads(out.stdout)["rows"]
+    assert [(r["path"], r["verdict"].split(" (")[0]) for r in rows] == [
+        ("scanpkg.wrong:SoftPlus", "red: gradient"),
+        ("scanpkg.wrong:Softmax", "red: gradient"),
+        ("scanpkg.wrong:Log", "red: gradient"),
+    ]
+    out = run_opzoo("scan", "nosuchpkg_xyz", env=env)
+    assert (out.returncode, out.stderr) == (2, "opzoo: error: no installed package named 'nosuchpkg_xyz'\n")
