@@ -208,3 +208,19 @@ def test_scan_command(tmp_path):
     ]
     out = run_opzoo("scan", "nosuchpkg_xyz", env=env)
     assert (out.returncode, out.stderr) == (2, "opzoo: error: no installed package named 'nosuchpkg_xyz'\n")
+
+
+def test_probing_runs_under_the_time_limit(tmp_path, monkeypatch):
+    """A Function whose forward never returns is "cannot infer" once the limit has passed, and the
+    record says it timed out (its worker's other tasks are not run)."""
+    from opzoo.testing.scan._infer import infer_task
+    from opzoo.testing.scan._scan import _Target
+
+    (tmp_path / "hangop.py").write_text(
+        "import torch\n\n\nclass Op(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        while True:\n            pass\n\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        return g\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rec = infer_task(_Target("hangop:Op"), "infer", timeout=1)
+    assert rec.timed_out and rec.why == "probing it ran past 1 s: it hung?"

@@ -127,7 +127,9 @@ class _Probe:
     # -- calling the forward -----------------------------------------------------------------------
 
     def call(self, tensors: Sequence[Any]) -> tuple[torch.Tensor, ...]:
-        """The forward's outputs at ``tensors`` (and the defaults), seeded if it draws."""
+        """The forward's outputs at ``tensors`` (and the defaults), seeded if it draws; a forward
+        that writes into its input writes into a copy (the checks say so, not the probes)."""
+        tensors = [t.clone() if isinstance(t, torch.Tensor) and not t.requires_grad else t for t in tensors]
         with torch.random.fork_rng(devices=[], enabled=self.seeded):
             if self.seeded:
                 torch.manual_seed(0)
