@@ -142,7 +142,7 @@ class _Probe:
 
     def find_domain(self) -> None:
         """Rule 4: the first of DOMAINS where the forward runs and is finite; rules 3 and 5."""
-        first: BaseException | None = None
+        first = ""  # what went wrong in the first domain: the forward's error, or "was not finite"
         n = len(self.rec.tensors)
         for domain in DOMAINS:
             xs = [_values(SHAPE, i, domain) for i in range(n)]
@@ -151,17 +151,17 @@ class _Probe:
             except Cannot:
                 raise
             except Exception as exc:
-                first = first or exc
+                first = first or f"raised {one_line(exc, with_type=True)}"
                 continue
             if all(o.isfinite().all() for o in outs if o.is_floating_point()):
                 self.domain, self.xs = domain, xs
                 break
-            first = first or ValueError("not finite")
+            first = first or "was not finite"
         else:
             raise Cannot(
-                f"forward({', '.join(self.rec.tensors)}) raised {one_line(first, with_type=True)} (or was "
-                f"not finite) at float64 tensors of shape {SHAPE} in (-inf, inf), (0, inf) and (0, 1): "
-                "declare which are tensors, params or integer inputs, their signature and where they live"
+                f"forward({', '.join(self.rec.tensors)}) {first} at float64 tensors of shape {SHAPE} (in "
+                "(-inf, inf); nor did it run and stay finite in (0, inf) or (0, 1)): declare which are "
+                "tensors, params or integer inputs, their signature and where they live"
             )
         if self.domain != DOMAINS[0]:
             self.rec.domain = {name: self.domain for name in self.rec.tensors}
