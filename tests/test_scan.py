@@ -41,6 +41,7 @@ def test_discovery_judges_each_module_in_a_child_and_imports_nothing_here(on_pat
     forms = {f.path: (f.form, f.forward) for f in found.functions}
     assert forms["scanpkg.ops:SoftPlus"] == ("setup_context", "(x)")
     assert forms["scanpkg.ops:Softmax"] == ("classic", "(ctx, x, dim=-1)")
+    assert forms["scanpkg.ops:Neuron.Tanh"] == ("classic", "(ctx, x)")  # in a class's body
     why = {m.module: m.why for m in found.failed}
     assert "scanpkg_missing_dependency" in why["scanpkg.broken"]
     assert "exit status 3" in why["scanpkg.exits"]
@@ -82,6 +83,7 @@ EXPECTED = {
     "SoftPlus": {},
     "Softmax": {"signature": "(n)->(n)", "params": ["dim"]},
     "Log": {"domain": (0.0, math.inf)},
+    "Neuron.Tanh": {},
     "Heaviside": "the forward is flat",
     "GuidedReLU": "not linear in grad_output",
     "Dropout": "random=True",
@@ -185,7 +187,7 @@ def test_scan_lists_the_modules_it_did_not_use_and_imports_nothing_here(scanned)
     text = table(report)
     assert "not importable: scanpkg.exits (ended the process: " in text
     assert text.endswith(
-        "scanpkg: 11 Function(s) in 6 module(s) (3 did not import): 6 inferred and checked (3 green, 3 red), "
+        "scanpkg: 12 Function(s) in 6 module(s) (3 did not import): 7 inferred and checked (4 green, 3 red), "
         "5 cannot infer"
     )
 

@@ -232,16 +232,16 @@ def _import_one(name: str) -> dict[str, Any]:
 
 
 def functions_in(module: Any) -> list[dict[str, str]]:
-    """The Function subclasses ``module`` defines (not those it imports), as :class:`Found`'s fields."""
+    """The Function subclasses ``module`` defines (not those it imports), those nested in its
+    classes' bodies too (``pkg.mod:Neuron.ATan``: an import path reaches them), as :class:`Found`'s
+    fields."""
     import inspect
 
     import torch
 
     found = []
-    for obj in list(vars(module).values()):
-        if not (inspect.isclass(obj) and issubclass(obj, torch.autograd.Function)):
-            continue
-        if obj.__module__ != module.__name__ or obj.forward is torch.autograd.Function.forward:
+    for obj in _classes_in(module):
+        if not issubclass(obj, torch.autograd.Function) or obj.forward is torch.autograd.Function.forward:
             continue
         try:
             forward = str(inspect.signature(obj.forward))
@@ -249,6 +249,20 @@ def functions_in(module: Any) -> list[dict[str, str]]:
             forward = "(?)"
         path = f"{module.__name__}:{obj.__qualname__}"
         found.append({"path": path, "form": form_of(obj), "forward": forward})
+    return found
+
+
+def _classes_in(module: Any) -> list[type]:
+    """The classes ``module`` defines, at its top level and in class bodies, by their qualified name."""
+    found: list[type] = []
+    pending = [(module, "")]
+    while pending:
+        owner, prefix = pending.pop(0)
+        for name, obj in list(vars(owner).items()):
+            mine = isinstance(obj, type) and obj.__module__ == module.__name__
+            if mine and obj.__qualname__ == prefix + name:
+                found.append(obj)
+                pending.append((obj, obj.__qualname__ + "."))
     return found
 
 
