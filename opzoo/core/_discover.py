@@ -259,6 +259,8 @@ def _classes_in(module: Any) -> list[type]:
     while pending:
         owner, prefix = pending.pop(0)
         for name, obj in list(vars(owner).items()):
+            if isinstance(obj, staticmethod):  # `@staticmethod class ATan(Function)`, as snntorch has it
+                obj = obj.__func__
             mine = isinstance(obj, type) and obj.__module__ == module.__name__
             if mine and obj.__qualname__ == prefix + name:
                 found.append(obj)

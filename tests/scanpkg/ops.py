@@ -123,8 +123,10 @@ class Dropout(torch.autograd.Function):
 
 
 class Neuron:
-    """A class whose body defines a Function: an import path reaches it (scanpkg.ops:Neuron.Tanh)."""
+    """A class whose body defines a Function (wrapped in staticmethod, as snntorch's neurons do): an
+    import path reaches it (scanpkg.ops:Neuron.Tanh)."""
 
+    @staticmethod
     class Tanh(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
