@@ -114,6 +114,8 @@ def __getattr__(attr: str) -> Any:
         return getattr(importlib.import_module("opzoo.trainer._trainer"), attr)
     if attr in ("compare", "Comparison"):
         return getattr(importlib.import_module("opzoo.trainer._compare"), attr)
+    if attr in ("scan", "ScanReport"):  # no torch here either: the packages are scanned in children
+        return getattr(importlib.import_module("opzoo.testing.scan._scan"), attr)
     if attr in ("library", "nn", "testing"):
         return importlib.import_module(f"opzoo.{attr}")
     raise AttributeError(f"module 'opzoo' has no attribute {attr!r}")

@@ -19,6 +19,7 @@ from opzoo.cli import _check as check
 from opzoo.cli import _listing as listing
 from opzoo.cli import _mutate as mutate
 from opzoo.cli import _report as report
+from opzoo.cli import _scan as scan
 from opzoo.cli import _train as train
 from opzoo.cli._common import EXIT_OK, EXIT_USAGE, in_torchrun, quiet_rank
 from opzoo.exceptions import OpZooError, WriteError, printable
@@ -101,6 +102,7 @@ COMMANDS: dict[str, tuple[Callable[[Any], argparse.ArgumentParser], Callable[[ar
     "mutate": (mutate.add_mutate, mutate.run_mutate),
     "bench": (bench.add_bench, bench.run_bench),
     "report": (report.add_report, report.run_report),
+    "scan": (scan.add_scan, scan.run_scan),
 }
 
 

@@ -1,0 +1,228 @@
+"""`opzoo scan`: discovery in children, inference that never makes a correct op red, the table."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from opzoo.core._discover import CHANGED, ENDED, FAILED, HUNG, OK, discover, modules_of
+from opzoo.exceptions import OpZooError
+from opzoo.testing.scan._record import NOT_YET, Inferred, declaration, declaration_text, status_of
+
+TESTS = str(Path(__file__).parent)
+
+
+@pytest.fixture
+def on_path(monkeypatch):
+    """tests/ on sys.path, so that scanpkg is an installed package (the forked children inherit it)."""
+    monkeypatch.syspath_prepend(TESTS)
+
+
+def test_discovery_judges_each_module_in_a_child_and_imports_nothing_here(on_path):
+    """Each module's verdict (ok, failed, ended the process, changed torch's state) and the Functions
+    of the good ones, with nothing of the package imported in the asking process."""
+    before = {name for name in sys.modules if name.startswith("scanpkg")}
+    found = discover("scanpkg", timeout=60)
+    status = {m.module: m.status for m in found.modules}
+    assert status == {
+        "scanpkg": OK,
+        "scanpkg.broken": FAILED,
+        "scanpkg.dtype": CHANGED,
+        "scanpkg.exits": ENDED,
+        "scanpkg.ops": OK,
+        "scanpkg.wrong": OK,
+    }
+    paths = [f.path for f in found.functions]
+    assert paths[:3] == ["scanpkg.ops:SoftPlus", "scanpkg.ops:Softmax", "scanpkg.ops:Heaviside"]
+    assert "scanpkg.dtype:Doubled" not in paths  # its module changed torch: not used
+    forms = {f.path: (f.form, f.forward) for f in found.functions}
+    assert forms["scanpkg.ops:SoftPlus"] == ("setup_context", "(x)")
+    assert forms["scanpkg.ops:Softmax"] == ("classic", "(ctx, x, dim=-1)")
+    assert forms["scanpkg.ops:Neuron.Tanh"] == ("classic", "(ctx, x)")  # in a class's body
+    why = {m.module: m.why for m in found.failed}
+    assert "scanpkg_missing_dependency" in why["scanpkg.broken"]
+    assert "exit status 3" in why["scanpkg.exits"]
+    assert "default dtype" in why["scanpkg.dtype"]
+    assert {name for name in sys.modules if name.startswith("scanpkg")} == before
+
+
+def test_discovery_goes_on_after_a_module_that_hangs(tmp_path, monkeypatch):
+    """A module whose import never returns is named hung, and the next one is still imported."""
+    pkg = tmp_path / "hangpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a_hangs.py").write_text("while True:\n    pass\n")
+    (pkg / "b_fine.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = discover("hangpkg", timeout=1)
+    assert [(m.module, m.status) for m in found.modules] == [
+        ("hangpkg", OK),
+        ("hangpkg.a_hangs", HUNG),
+        ("hangpkg.b_fine", OK),
+    ]
+
+
+def test_modules_are_listed_without_importing(on_path):
+    """The module list comes from the folders; an unknown package is an error naming it."""
+    assert modules_of("scanpkg.ops") == ["scanpkg.ops"]
+    assert "scanpkg.exits" in modules_of("scanpkg")
+    with pytest.raises(OpZooError, match="no installed package named 'nosuchpkg_xyz'"):
+        modules_of("nosuchpkg_xyz")
+    with pytest.raises(OpZooError, match="no installed package named 'scanpkg.nothere'"):
+        modules_of("scanpkg.nothere")
+
+
+# -- inference -------------------------------------------------------------------------------------
+
+#: What scan makes of each correct op of tests/scanpkg/ops.py: a declaration (its keyword arguments),
+#: or a piece of why it cannot infer one.
+EXPECTED = {
+    "SoftPlus": {},
+    "Softmax": {"signature": "(n)->(n)", "params": ["dim"]},
+    "Log": {"domain": (0.0, math.inf)},
+    "Neuron.Tanh": {},
+    "Heaviside": "the forward is flat",
+    "GuidedReLU": "not linear in grad_output",
+    "Dropout": "random=True",
+    "Scaled": "'alpha' as a tensor or as a number",
+    "Gram": "declare its signature",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_inference_declares_only_what_it_can_tell(on_path, name):
+    """Each correct op gets the declaration it needs, or "cannot infer" with why (never a guess)."""
+    from opzoo.testing.scan._infer import infer
+
+    rec = infer(f"scanpkg.ops:{name}")
+    kwargs, why = declaration(rec)
+    expected = EXPECTED[name]
+    if isinstance(expected, str):
+        assert kwargs is None and status_of(rec) == "cannot infer"
+        assert expected in why + rec.by_design, why
+    else:
+        assert status_of(rec) == "inferred", why
+        assert {k: (list(v) if k == "params" else v) for k, v in kwargs.items()} == expected
+
+
+def test_a_field_not_yet_declarable_is_named_with_its_point():
+    """A record that needs a field the Contract lacks says which, and the point of issue 29 that adds
+    it; its declaration is still shown as it will be spelled."""
+    rec = Inferred("pkg.mod:Op", "classic", signature="(),()->()", tensors=("x", "y"))
+    rec.domain = {"x": (0.0, math.inf), "y": (0.0, math.inf)}
+    rec.broadcast = False
+    kwargs, why = declaration(rec)
+    assert kwargs is None
+    assert why == f"needs {NOT_YET['domain']}; {NOT_YET['broadcast']}"
+    text = declaration_text(rec)
+    assert "inputs={'x': opzoo.Floats(0.0, math.inf), 'y': opzoo.Floats(0.0, math.inf)}," in text
+    assert "broadcast=False," in text
+
+
+@pytest.mark.parametrize("name", ["SoftPlus", "Softmax", "Log"])
+def test_a_wrong_twin_is_inferred_as_its_correct_op(on_path, name):
+    """The backward is judged by the checks, never trusted by the inference: a wrong twin gets the
+    same declaration as its correct op."""
+    from opzoo.testing.scan._infer import infer
+
+    assert declaration(infer(f"scanpkg.wrong:{name}")) == declaration(infer(f"scanpkg.ops:{name}"))
+
+
+# -- the scan, whole -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scanned():
+    """tests/scanpkg scanned once (the gradient property only: the point is the inference), and the
+    package's modules this process had imported before and after."""
+    from opzoo.testing.scan._scan import scan
+
+    sys.path.insert(0, TESTS)
+    try:
+        before = {name for name in sys.modules if name.startswith("scanpkg")}
+        report = scan("scanpkg", properties=["gradient"], jobs=2, timeout=60)
+        after = {name for name in sys.modules if name.startswith("scanpkg")}
+    finally:
+        sys.path.remove(TESTS)
+    return report, before, after
+
+
+def test_scan_never_makes_a_correct_op_red(scanned):
+    """Every correct op of scanpkg/ops.py is green or "cannot infer" with why; none is red."""
+    report, _, _ = scanned
+    rows = {r.path.partition(":")[2]: r for r in report.rows if r.path.startswith("scanpkg.ops:")}
+    assert set(rows) == set(EXPECTED)
+    for name, row in rows.items():
+        assert not row.failed, (name, row.verdict())
+        if isinstance(EXPECTED[name], str):
+            assert row.status == "cannot infer" and row.why and not row.results
+        else:
+            assert row.status == "inferred" and row.verdict().startswith("green (1 pass, 0 fail")
+            assert row.declaration.startswith(f"opzoo.declare(\n    scanpkg.ops.{name},")
+
+
+def test_scan_finds_the_wrong_twin_of_each_inferred_op_red(scanned):
+    """The wrong twins get the same declaration, and their gradient check fails."""
+    report, _, _ = scanned
+    wrong = {r.path: r.failed for r in report.rows if r.path.startswith("scanpkg.wrong:")}
+    assert wrong == {f"scanpkg.wrong:{n}": ["gradient"] for n in ("SoftPlus", "Softmax", "Log")}
+    assert report.red
+
+
+def test_scan_lists_the_modules_it_did_not_use_and_imports_nothing_here(scanned):
+    """The modules that failed, ended the process or changed torch's state are listed with why, in
+    the table too; the calling process imported nothing of the package."""
+    from opzoo.testing.scan._scan import table
+
+    report, before, after = scanned
+    assert [(m.module, m.status) for m in report.failures] == [
+        ("scanpkg.broken", FAILED),
+        ("scanpkg.dtype", CHANGED),
+        ("scanpkg.exits", ENDED),
+    ]
+    assert after == before
+    text = table(report)
+    assert "not importable: scanpkg.exits (ended the process: " in text
+    assert text.endswith(
+        "scanpkg: 12 Function(s) in 6 module(s) (3 did not import): 7 inferred and checked (4 green, 3 red), "
+        "5 cannot infer"
+    )
+
+
+def test_scan_command(tmp_path):
+    """`opzoo scan`: JSON rows and exit 1 when an inferred verdict is red; an unknown package is one
+    error line."""
+    import json
+
+    from conftest import run_opzoo
+
+    env = {"PYTHONPATH": TESTS, "OPZOO_CACHE_DIR": str(tmp_path)}
+    out = run_opzoo("scan", "scanpkg.wrong", "--property", "gradient", "-j", "2", "--json", env=env)
+    assert out.returncode == 1, out.stderr
+    rows = json.loads(out.stdout)["rows"]
+    assert [(r["path"], r["verdict"].split(" (")[0]) for r in rows] == [
+        ("scanpkg.wrong:SoftPlus", "red: gradient"),
+        ("scanpkg.wrong:Softmax", "red: gradient"),
+        ("scanpkg.wrong:Log", "red: gradient"),
+    ]
+    out = run_opzoo("scan", "nosuchpkg_xyz", env=env)
+    assert (out.returncode, out.stderr) == (2, "opzoo: error: no installed package named 'nosuchpkg_xyz'\n")
+
+
+def test_probing_runs_under_the_time_limit(tmp_path, monkeypatch):
+    """A Function whose forward never returns is "cannot infer" once the limit has passed, and the
+    record says it timed out (its worker's other tasks are not run)."""
+    from opzoo.testing.scan._infer import infer_task
+    from opzoo.testing.scan._scan import _Target
+
+    (tmp_path / "hangop.py").write_text(
+        "import torch\n\n\nclass Op(torch.autograd.Function):\n"
+        "    @staticmethod\n    def forward(ctx, x):\n        while True:\n            pass\n\n"
+        "    @staticmethod\n    def backward(ctx, g):\n        return g\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rec = infer_task(_Target("hangop:Op"), "infer", timeout=1)
+    assert rec.timed_out and rec.why == "probing it ran past 1 s: it hung?"
