@@ -149,6 +149,7 @@ def _relu(x):
         ({"gradient": GUIDED, "surrogate": _relu}, "a by-design gradient declares no surrogate"),
         ({"gradient": GUIDED, "kinks": {0.0: 0.0}}, "a by-design gradient declares no kinks"),
         ({"gradient": GUIDED, "linear_in_grad": 0}, "linear_in_grad must be True or False, got 0"),
+        ({"random": "yes"}, "random must be True or False"),
     ],
 )
 def test_a_by_design_declaration_is_validated(fields, message):

@@ -65,6 +65,8 @@ class Contract:
                      reason; every other property runs (docs/surrogates.md).
     linear_in_grad:  whether the backward is linear in grad_output (a derivative always is); False is
                      declared with a by-design ``gradient`` only, and turns the linearity check off.
+    random:          the forward draws from torch's generator (``rand_like``): every call in a check
+                     runs under the same seed, and what cannot be compared so is skipped with why.
     """
 
     summary: str | None = None
@@ -84,6 +86,7 @@ class Contract:
     output_sizes: Mapping[str, Callable[..., int]] = field(default_factory=dict)
     gradient: str = DERIVATIVE
     linear_in_grad: bool = True
+    random: bool = False
 
     def __post_init__(self) -> None:
         # Frozen records should not share a mutable dict with their caller.
@@ -222,16 +225,17 @@ def validate(contract: Contract) -> None:
 
 
 def _validate_gradient(contract: Contract) -> None:
-    """``gradient`` and ``linear_in_grad``: their types, and what a by-design backward cannot be
-    declared with."""
+    """``gradient``, ``linear_in_grad`` and ``random``: their types, and what a by-design backward
+    cannot be declared with."""
     gradient = contract.gradient
     if not isinstance(gradient, str) or (gradient != DERIVATIVE and contract.by_design is None):
         raise ContractError(
             f'gradient must be "{DERIVATIVE}" or "{BY_DESIGN} <reason>" (a reason that says what the '
             f"backward computes instead), got {gradient!r}"
         )
-    if not isinstance(contract.linear_in_grad, bool):
-        raise ContractError(f"linear_in_grad must be True or False, got {contract.linear_in_grad!r}")
+    for name in ("linear_in_grad", "random"):
+        if not isinstance(getattr(contract, name), bool):
+            raise ContractError(f"{name} must be True or False, got {getattr(contract, name)!r}")
     if contract.by_design is None:
         if not contract.linear_in_grad:
             raise ContractError(

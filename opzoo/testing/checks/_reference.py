@@ -10,7 +10,7 @@ import torch
 
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _budget, _kinks, _steps
-from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, reseeded, vjp
 from opzoo.testing.checks._compare import TOLERANCES, close, where
 from opzoo.testing.strategies import KINK_MARGIN
 
@@ -211,9 +211,19 @@ def _compared_off_the_kinks(
 
 def reference_of(op: Bound) -> Callable[..., object]:
     """The declared reference as a function of the op's inputs: called as
-    ``reference(*tensors, **params)``, every tensor input in the op's own layout."""
+    ``reference(*tensors, **params)``, every tensor input in the op's own layout; a random op's
+    under the seed the op's own calls run under (a reference that draws alike compares)."""
     ref, params = op.spec.contract.reference, op.params
+    if op.random:
+        return op.calling(lambda *ts: _reseeded_call(ref, ts, params))
     return op.calling(lambda *ts: ref(*ts, **params))
+
+
+def _reseeded_call(
+    ref: Callable[..., object], ts: Sequence[torch.Tensor], params: Mapping[str, object]
+) -> object:
+    with reseeded(ts):
+        return ref(*ts, **params)
 
 
 def _ref_vjp(
