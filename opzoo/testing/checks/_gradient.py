@@ -41,6 +41,12 @@ from opzoo.testing.checks._surrogate_second import surrogate_double_backward
 #: gradcheck's settings for both properties.
 EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
 
+#: What a wrong second derivative of an op that declares none may mean.
+ONCE = (
+    " (a backward that is not differentiable should be decorated with "
+    "torch.autograd.function.once_differentiable, so that asking is an error)"
+)
+
 
 def gradient(op: Bound, *xs: torch.Tensor) -> None:
     """gradcheck in float64: analytic backward vs central differences; undefined grads, dtypes.
@@ -306,14 +312,7 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
             _kinks.gradcheck_rows(first, leaves, run, op.notes, diagonal=_kinks.diagonal(op, xs), order=2)
         except (GradcheckError, PropertyFailed) as exc:
             message = one_line(exc, with_type=False, lines=3)
-            hint = (
-                ""
-                if declared
-                else (
-                    " (a backward that is not differentiable should be decorated with "
-                    "torch.autograd.function.once_differentiable, so that asking is an error)"
-                )
-            )
+            hint = "" if declared else ONCE
             worst = getattr(exc, "details", {}).get("worst")
             raise PropertyFailed(
                 f"second derivative is wrong, with {layout} grad_output: {message}{hint}", worst=worst
