@@ -19,6 +19,9 @@ from opzoo.exceptions import ContractError, ParamError
 KNOWN_DTYPES = ("float64", "float32", "bfloat16", "float16")
 DEFAULT_DTYPES = ("float64", "float32", "bfloat16")
 
+#: ``Contract.gradient``: the default, and the prefix of a backward that is no derivative by design.
+DERIVATIVE, BY_DESIGN = "derivative", "by design:"
+
 Kinks = Union[Mapping[float, float], Callable[..., Mapping[float, float]]]
 
 
@@ -56,6 +59,14 @@ class Contract:
                      refuses an empty one).
     output_sizes:    how to compute an output dimension that appears in no input, from the inputs'
                      dimension sizes and the params, by name: ``{"m": lambda l, k: (l + k - 1) // 2}``.
+    gradient:        ``"derivative"`` (the backward is the forward's derivative), or ``"by design:
+                     <reason>"``: a backward deliberately not the derivative of anything (guided
+                     backprop, a natural or Lie-algebra gradient). Its derivative checks skip with the
+                     reason; every other property runs (docs/surrogates.md).
+    linear_in_grad:  whether the backward is linear in grad_output (a derivative always is); False is
+                     declared with a by-design ``gradient`` only, and turns the linearity check off.
+    random:          the forward draws from torch's generator (``rand_like``): every call in a check
+                     runs under the same seed, and what cannot be compared so is skipped with why.
     """
 
     summary: str | None = None
@@ -73,6 +84,9 @@ class Contract:
     loop_dims: int | None = None
     min_sizes: Mapping[str, int] = field(default_factory=dict)
     output_sizes: Mapping[str, Callable[..., int]] = field(default_factory=dict)
+    gradient: str = DERIVATIVE
+    linear_in_grad: bool = True
+    random: bool = False
 
     def __post_init__(self) -> None:
         # Frozen records should not share a mutable dict with their caller.
@@ -86,6 +100,13 @@ class Contract:
     def sig(self) -> Signature:
         """The parsed :attr:`signature`."""
         return Signature.parse(self.signature, tuple(self.output_sizes))
+
+    @property
+    def by_design(self) -> str | None:
+        """The reason a by-design backward gives (``gradient="by design: <reason>"``), or None."""
+        if not self.gradient.startswith(BY_DESIGN):
+            return None
+        return self.gradient.removeprefix(BY_DESIGN).strip() or None
 
     @property
     def axis(self) -> str | None:
@@ -181,6 +202,7 @@ def validate(contract: Contract) -> None:
                 "gradient everywhere, so the surrogate (not kinks) says what the gradient is at the "
                 "forward's jumps"
             )
+    _validate_gradient(contract)
     for name, p in contract.params.items():
         if not isinstance(p, Param):
             raise ContractError(f"parameter {name!r} must be an opzoo.Param, got {p!r}")
@@ -200,6 +222,37 @@ def validate(contract: Contract) -> None:
             raise ContractError(
                 f"kink {point!r} must lie inside the domain with a finite gradient, got {grad!r}"
             )
+
+
+def _validate_gradient(contract: Contract) -> None:
+    """``gradient``, ``linear_in_grad`` and ``random``: their types, and what a by-design backward
+    cannot be declared with."""
+    gradient = contract.gradient
+    if not isinstance(gradient, str) or (gradient != DERIVATIVE and contract.by_design is None):
+        raise ContractError(
+            f'gradient must be "{DERIVATIVE}" or "{BY_DESIGN} <reason>" (a reason that says what the '
+            f"backward computes instead), got {gradient!r}"
+        )
+    for name in ("linear_in_grad", "random"):
+        if not isinstance(getattr(contract, name), bool):
+            raise ContractError(f"{name} must be True or False, got {getattr(contract, name)!r}")
+    if contract.by_design is None:
+        if not contract.linear_in_grad:
+            raise ContractError(
+                "linear_in_grad=False is declared with a by-design gradient only: a derivative is linear "
+                'in grad_output (declare gradient="by design: <reason>" if the backward is no derivative)'
+            )
+        return
+    if contract.surrogate is not None:
+        raise ContractError(
+            "a by-design gradient declares no surrogate: a surrogate says the backward is the derivative "
+            "of another function (checked against it); by design says it is the derivative of none"
+        )
+    if callable(contract.kinks) or contract.kinks:
+        raise ContractError(
+            "a by-design gradient declares no kinks: a kink declares the derivative's value there, and "
+            "the backward is declared no derivative"
+        )
 
 
 def _pair(what: str, value: Any) -> tuple[float, float]:

@@ -93,6 +93,8 @@ def _oracle_applies(spec: OpSpec) -> str | None:
         return "a learnable op's backward is autograd's already"
     if spec.contract.surrogate is not None:
         return "the backward is the declared surrogate's, not the forward's derivative"
+    if spec.contract.by_design is not None:
+        return f"by design: {spec.contract.by_design}"
     return None
 
 
@@ -125,7 +127,8 @@ PROPERTIES: dict[str, Property] = {
         Property(
             "gradient",
             "_gradient:gradient",
-            "the backward matches central differences (gradcheck), or the declared surrogate",
+            "the backward matches central differences (gradcheck), or the declared surrogate; by design: "
+            "it is linear in grad_output",
             fixed=2,
             edges=True,
         ),

@@ -10,8 +10,9 @@ property is written once for unary, n-ary and multi-output ops alike.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -61,11 +62,22 @@ class Bound:
     #: How many tensors the op takes (its signature's differentiable inputs). Read once here: a call
     #: under torch.compile that parsed the signature would trace through its cache (and Dynamo warns).
     arity: int = field(init=False)
+    #: The forward draws random numbers (``Contract(random=True)``): each call runs under :data:`SEED`.
+    random: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.arity = len(self.spec.contract.sig.inputs) - len(self.constants)
+        self.random = self.spec.contract.random
 
     def __call__(self, *args: torch.Tensor) -> Any:
+        if self.random:
+            with reseeded(args):
+                return self.raw(*args)
+        return self.raw(*args)
+
+    def raw(self, *args: torch.Tensor) -> Any:
+        """The op applied as :meth:`__call__` does, but never reseeded (what torch.compile traces:
+        forking the generator breaks its graph)."""
         xs, extras = args[: self.arity], args[self.arity :]
         return self.fn(*xs, *(extras or self.extras))
 
@@ -214,6 +226,22 @@ def _back(out: Any, dim: int, cored: bool) -> Any:
 def _along(op: Bound) -> str:
     axis = op.spec.contract.axis
     return "" if axis is None else f" (core dimension last; the op saw it at {axis}={op.params[axis]})"
+
+
+#: The seed every call of a random op runs under (``Contract(random=True)``).
+SEED = 20260
+
+
+@contextlib.contextmanager
+def reseeded(tensors: Sequence[Any]) -> Iterator[None]:
+    """torch's generators (the CPU's, and those of the GPUs ``tensors`` are on) forked and seeded to
+    :data:`SEED` in the block: a random forward draws the same numbers at every call."""
+    devices = sorted({t.get_device() for t in tensors if isinstance(t, torch.Tensor) and t.is_cuda})
+    with torch.random.fork_rng(devices=devices):
+        torch.default_generator.manual_seed(SEED)  # not torch.manual_seed: 1.5 ms (see _repeatable)
+        for d in devices:
+            torch.cuda.default_generators[d].manual_seed(SEED)
+        yield
 
 
 def ramp(like: torch.Tensor, k: int = 0) -> torch.Tensor:

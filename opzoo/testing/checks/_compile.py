@@ -9,6 +9,7 @@ from typing import Callable
 import torch
 
 from opzoo.exceptions import one_line
+from opzoo.testing.checks import _random
 from opzoo.testing.checks._bound import Bound, PropertyFailed, vjp
 from opzoo.testing.checks._compare import TOLERANCES, close, where
 from opzoo.testing.checks._forward import defines_jvp
@@ -16,14 +17,22 @@ from opzoo.testing.checks._forward import defines_jvp
 
 def compile(op: Bound, *xs: torch.Tensor) -> None:
     """Under torch.compile (aot_eager: no C compiler needed) outputs and gradients match eager,
-    without graph breaks."""
+    without graph breaks (a random forward: both under one seed)."""
     import torch._dynamo
 
     if any(x.numel() == 0 for x in xs):
         return
 
     def step(*ts: torch.Tensor) -> object:
-        return op(*ts)
+        # the op not reseeded: forking the generator breaks the graph. A random op's compiled call
+        # is reseeded around (Bound.__call__): aot_eager draws eager's numbers under one seed.
+        return op.raw(*ts)
+
+    if op.random:
+        op.notes.append(
+            "a random forward: eager and compiled run under one seed (aot_eager draws as eager does; "
+            "inductor does only with torch._inductor.config.fallback_random = True)"
+        )
 
     outs0, grads0 = vjp(op, xs)
     try:
@@ -41,10 +50,14 @@ def compile(op: Bound, *xs: torch.Tensor) -> None:
         )
         outs, grads = vjp(_compiled(op, step, fullgraph=False), xs)
     tol = TOLERANCES[torch.float64]
-    for j, (got, want) in enumerate(zip(outs, outs0)):
-        close(got, want, tol, f"compiled forward{where(j, len(outs), 'output')} differs from eager")
-    for i, (got, want) in enumerate(zip(grads, grads0)):
-        close(got, want, tol, f"compiled gradient{where(i, len(xs), 'input')} differs from eager")
+
+    def compare() -> None:
+        for j, (got, want) in enumerate(zip(outs, outs0)):
+            close(got, want, tol, f"compiled forward{where(j, len(outs), 'output')} differs from eager")
+        for i, (got, want) in enumerate(zip(grads, grads0)):
+            close(got, want, tol, f"compiled gradient{where(i, len(xs), 'input')} differs from eager")
+
+    _random.hinted(compare, op, xs)
 
 
 def _compiled(op: Bound, step: Callable[..., object], *, fullgraph: bool) -> Bound:

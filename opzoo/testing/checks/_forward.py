@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def forward_mode(op: Bound, *xs: torch.Tensor) -> None:
     """Declared jvp / vmap rule: torch.func.jvp and dual tensors give the backward's J v, per input
     and output; vmap, also over the backward, gives a loop's results. Undeclared: asking must raise,
-    not answer."""
+    not answer. A by-design backward (no derivative): its jvp is not compared with it."""
     if op.spec.kind == "module":
         jacfwd_is_jacrev(op, xs)
         return
@@ -37,7 +37,9 @@ def forward_mode(op: Bound, *xs: torch.Tensor) -> None:
     if _recording.classic(target):
         _classic(op, xs)
         return
-    if defines_jvp(target):
+    if defines_jvp(target) and _by_design(op):
+        pass  # a jvp is a derivative; the backward, by design, is none: nothing to compare
+    elif defines_jvp(target):
         jvp_is_backwards(op, xs)
     else:
         jvp_raises(op, xs)
@@ -45,6 +47,14 @@ def forward_mode(op: Bound, *xs: torch.Tensor) -> None:
         vmap_is_a_loop(op, xs)
     else:
         vmap_raises(op, xs)
+
+
+def _by_design(op: Bound) -> bool:
+    """Whether the backward is no derivative by design (a note says its jvp is not compared)."""
+    reason = op.spec.contract.by_design
+    if reason is not None:
+        op.notes.append(f"by design ({reason}): the declared jvp is not compared with the backward")
+    return reason is not None
 
 
 def defines_jvp(target: Any) -> bool:
@@ -66,7 +76,9 @@ def _classic(op: Bound, xs: Tensors) -> None:
     is defined, an error where none is) and backward on batched grad_outputs (``is_grads_batched``,
     which ``torch.autograd.functional.jacobian(vectorize=True)`` uses). A note says what was not."""
     target = op.spec.target
-    if defines_jvp(target):
+    if defines_jvp(target) and _by_design(op):
+        pass  # see forward_mode
+    elif defines_jvp(target):
         jvp_is_backwards(op, xs, func=False)
     else:
         jvp_raises(op, xs, func=False)

@@ -30,6 +30,7 @@ from opzoo.testing.checks._bound import (
     ramp,
     vjp,
 )
+from opzoo.testing.checks._by_design import by_design_gradient
 from opzoo.testing.checks._compare import index_of
 from opzoo.testing.checks._kink_words import describe
 from opzoo.testing.checks._onesided import KINDS, Probe
@@ -40,12 +41,21 @@ from opzoo.testing.checks._surrogate_second import surrogate_double_backward
 #: gradcheck's settings for both properties.
 EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
 
+#: What a wrong second derivative of an op that declares none may mean.
+ONCE = (
+    " (a backward that is not differentiable should be decorated with "
+    "torch.autograd.function.once_differentiable, so that asking is an error)"
+)
+
 
 def gradient(op: Bound, *xs: torch.Tensor) -> None:
     """gradcheck in float64: analytic backward vs central differences; undefined grads, dtypes.
-    A surrogate op: its backward vs its declared surrogate's autograd gradient (_surrogate.py)."""
+    A surrogate op: its backward vs its declared surrogate's autograd gradient (_surrogate.py). A
+    by-design backward: linear in grad_output, or a skip (_by_design.py)."""
     if op.spec.contract.surrogate is not None:
         return surrogate_gradient(op, *xs)
+    if op.spec.contract.by_design is not None:
+        return by_design_gradient(op, *xs)
     if all(x.numel() == 0 for x in xs):
         return  # nothing to differentiate (and an empty reduction's -inf confuses gradcheck)
     if sum(x.numel() for x in xs) > LARGE:
@@ -257,7 +267,8 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
     non-contiguous grad_outputs, in a graph where each input is also used elsewhere (so that a
     silently detached backward shows as a wrong second derivative, not as an error that hides it).
     One that raises, or is marked once_differentiable, is a skip, unless double_backward=True is
-    declared: then it must work. A surrogate op: against its surrogate's second derivative."""
+    declared: then it must work. A surrogate op: against its surrogate's second derivative. A
+    backward not linear in grad_output (by design): without the derivative along the grad_outputs."""
     if op.spec.contract.surrogate is not None:
         return surrogate_double_backward(op, *xs)
     if all(x.numel() == 0 for x in xs):
@@ -281,7 +292,8 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
         torch.autograd.grad(
             [g.sum() for g in firsts if g is not None], leaves, allow_unused=True, retain_graph=True
         )
-        _through_grad_outputs(outs, leaves, gs, firsts, lambda: _smooth_at(op, xs))
+        if op.spec.contract.linear_in_grad:  # what it holds the first derivative to assumes linearity
+            _through_grad_outputs(outs, leaves, gs, firsts, lambda: _smooth_at(op, xs))
     except RuntimeError as exc:
         if declared:
             raise PropertyFailed(f"double_backward=True is declared, but: {one_line(exc)}") from None
@@ -300,14 +312,7 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
             _kinks.gradcheck_rows(first, leaves, run, op.notes, diagonal=_kinks.diagonal(op, xs), order=2)
         except (GradcheckError, PropertyFailed) as exc:
             message = one_line(exc, with_type=False, lines=3)
-            hint = (
-                ""
-                if declared
-                else (
-                    " (a backward that is not differentiable should be decorated with "
-                    "torch.autograd.function.once_differentiable, so that asking is an error)"
-                )
-            )
+            hint = "" if declared else ONCE
             worst = getattr(exc, "details", {}).get("worst")
             raise PropertyFailed(
                 f"second derivative is wrong, with {layout} grad_output: {message}{hint}", worst=worst

@@ -9,6 +9,7 @@ import torch
 from opzoo.core._spec import OpSpec
 from opzoo.exceptions import one_line
 from opzoo.testing._edges import edge_inputs, fixed_inputs
+from opzoo.testing.checks import _random
 from opzoo.testing.checks._bound import (
     Bound,
     PropertyFailed,
@@ -25,7 +26,7 @@ from opzoo.testing.checks._oracles import _gist
 
 def layout(op: Bound, *xs: torch.Tensor) -> None:
     """Each input and each grad_output non-contiguous in turn (then all at once) gives the values
-    and gradients of contiguous ones."""
+    and gradients of contiguous ones (a random forward: the grad_outputs only)."""
     outs0, grads0 = vjp(op, xs)
     gs = grad_outputs(outs0)
     n, m = len(xs), len(gs)
@@ -38,6 +39,15 @@ def layout(op: Bound, *xs: torch.Tensor) -> None:
         for j in range(m)
     ]
     variants.append(([noncontiguous(x) for x in xs], [noncontiguous(g) for g in gs], "everything"))
+    if op.random:  # rand_like draws in memory order: the grad_outputs' layouts alone
+        variants = [v for v in variants if v[2].startswith("grad_output")]
+        op.notes.append(_random.LAYOUT)
+    _random.hinted(lambda: _same_in_layouts(op, variants, outs0, grads0), op, xs)
+
+
+def _same_in_layouts(op: Bound, variants: list, outs0: tuple, grads0: tuple) -> None:
+    """Each variant (inputs, grad_outputs, what) gives the values and gradients ``outs0``, ``grads0``."""
+    n, m = len(grads0), len(outs0)
     for vxs, vgs, what in variants:
         if all(t.is_contiguous() for t in (*vxs, *vgs)):
             continue  # 0-d or empty: no other layout exists

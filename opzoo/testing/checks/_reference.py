@@ -10,7 +10,7 @@ import torch
 
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _budget, _kinks, _steps
-from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, reseeded, vjp
 from opzoo.testing.checks._compare import TOLERANCES, close, where
 from opzoo.testing.strategies import KINK_MARGIN
 
@@ -19,8 +19,8 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
     """Forward and gradient match the declared reference: in float64, and in each lower dtype the
     op declares against the float64 reference (at the rounded inputs), where the gradient may be off
     by the dtype's error budget (a multiple of its epsilon: ``_budget``), the forward by the dtype's
-    tolerance, each plus twice what the reference itself is off by in that dtype. A surrogate op:
-    the forward only (its gradient is the surrogate's, checked by gradient)."""
+    tolerance, each plus twice what the reference itself is off by in that dtype. A surrogate op, or
+    a by-design backward: the forward only (its gradient is not the reference's)."""
     ref = reference_of(op)
     kinks = op.spec.contract.kinks_at(op.params)
     for name in op.spec.contract.dtypes:
@@ -37,7 +37,8 @@ def _in_dtype(
     lop = op if dtype == torch.float64 else op.cast(dtype)
     outs, grads = vjp(lop, lows)
     gs = grad_outputs(outs)
-    surrogate = op.spec.contract.surrogate is not None
+    # a surrogate's or a by-design backward: not the reference's gradient (gradient checks it)
+    surrogate = op.spec.contract.surrogate is not None or op.spec.contract.by_design is not None
     x64, g64 = tuple(x.double() for x in lows), [g.double() for g in gs]
     want, want_grads = _ref_vjp(ref, x64, g64, forward_only=surrogate)
     par = par_grads = (None,) * max(len(outs), len(xs))
@@ -210,9 +211,19 @@ def _compared_off_the_kinks(
 
 def reference_of(op: Bound) -> Callable[..., object]:
     """The declared reference as a function of the op's inputs: called as
-    ``reference(*tensors, **params)``, every tensor input in the op's own layout."""
+    ``reference(*tensors, **params)``, every tensor input in the op's own layout; a random op's
+    under the seed the op's own calls run under (a reference that draws alike compares)."""
     ref, params = op.spec.contract.reference, op.params
+    if op.random:
+        return op.calling(lambda *ts: _reseeded_call(ref, ts, params))
     return op.calling(lambda *ts: ref(*ts, **params))
+
+
+def _reseeded_call(
+    ref: Callable[..., object], ts: Sequence[torch.Tensor], params: Mapping[str, object]
+) -> object:
+    with reseeded(ts):
+        return ref(*ts, **params)
 
 
 def _ref_vjp(

@@ -36,7 +36,9 @@ def vmap_is_a_loop(op: Bound, xs: Tensors) -> None:
     one = xs[0] if n == 1 else None
     xss = tuple(_batch(x) for x in xs)
     loop = [op.outputs(*(xb[b] for xb in xss)) for b in range(BATCH)]
-    batched = as_tuple(torch.func.vmap(op)(*xss))
+    # a random op: one draw for the batch, as the loop's reseeded calls draw alike
+    randomness = "same" if op.random else "error"
+    batched = as_tuple(torch.func.vmap(op, randomness=randomness)(*xss))
     m = len(loop[0])
     if len(batched) != m:
         fail(f"vmap(op) returned {len(batched)} output(s), a loop {m}")
@@ -51,7 +53,7 @@ def vmap_is_a_loop(op: Bound, xs: Tensors) -> None:
     def total(*ts: torch.Tensor) -> torch.Tensor:
         return sum((o * w).sum() for o, w in zip(as_tuple(op(*ts)), weights))  # type: ignore[return-value]
 
-    per_sample = torch.func.vmap(torch.func.grad(total, argnums=tuple(range(n))))(*xss)
+    per_sample = torch.func.vmap(torch.func.grad(total, argnums=tuple(range(n))), randomness=randomness)(*xss)
     loop_grads = []
     for b in range(BATCH):
         ls = tuple(xb[b].clone().requires_grad_() for xb in xss)

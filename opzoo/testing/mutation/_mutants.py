@@ -89,6 +89,25 @@ def _always(spec: OpSpec) -> str | None:
     return None
 
 
+def derivative(
+    applies: Callable[[OpSpec], str | None] = _always, *, linear: bool = False
+) -> Callable[..., Any]:
+    """``applies``, and n/a on a by-design backward (``Contract(gradient="by design: ...")``): a
+    mutant that changes only the derivative makes another backward that is no derivative either,
+    which nothing declared tells from the op's own. ``linear``: n/a only where the backward is
+    declared not linear in grad_output (what sees the mutant assumes that linearity)."""
+
+    def applies_here(spec: OpSpec) -> str | None:
+        reason, linear_in_grad = spec.contract.by_design, spec.contract.linear_in_grad
+        if reason is not None and not linear:
+            return f"by design ({reason}): a backward declared no derivative has no slope to get wrong"
+        if reason is not None and not linear_in_grad:
+            return "by design, not linear in grad_output: what sees this mutant assumes the linearity"
+        return applies(spec)
+
+    return applies_here
+
+
 @dataclass(frozen=True)
 class Mutant:
     """One class of backward mutants: what it does, when it applies, its wrapper (the hooks), and
@@ -161,49 +180,55 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "sign",
             "every gradient with the wrong sign",
+            applies=derivative(),
             **slope(each(lambda g: -g)),
             idle="the op's gradient was zero wherever the checks asked, so its sign changed nothing",
         ),
         Mutant(
             "factor_1e-3",
             "every gradient 1 + 1e-3 times too large",
+            applies=derivative(),
             **slope(each(lambda g: g * (1 + 1e-3))),
             caught_by=tight,
         ),
         Mutant(
             "double_half",
             "every other element's gradient twice too large (by flat index)",
+            applies=derivative(),
             **slope(each(double_half)),
         ),
         Mutant(
             "ones_grad_output",
             "grad_output dropped: the backward of ones instead of the grad_outputs given",
+            applies=derivative(linear=True),
             grad_outputs=each(lambda g: g.new_ones(g.shape)),
             idle="every grad_output the checks passed was all ones already",
         ),
         Mutant(
             "swap_inputs",
             "the gradients of two inputs of the same shape swapped",
-            applies=same_shaped_inputs,
+            applies=derivative(same_shaped_inputs),
             **slope(swap),
             idle="no two inputs the checks drew had the same shape",
         ),
         Mutant(
             "roll",
             "every gradient rolled by one along its last dimension of more than one element",
+            applies=derivative(),
             grads=each(rolled(1)),
             tangents=each(rolled(-1)),
         ),
         Mutant(
             "mean_not_sum",
             "a mean instead of a sum over the dimensions an input (or learnable tensor) was broadcast over",
-            applies=broadcasts,
+            applies=derivative(broadcasts),
             **slope(mean_not_sum),
             idle="no input the checks drew was broadcast",
         ),
         Mutant(
             "zero_slice",
             "one slice of every gradient zeroed (along its first dimension of more than one element)",
+            applies=derivative(),
             **slope(each(zero_slice)),
         ),
         Mutant(
@@ -221,12 +246,14 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "detached",
             "the backward's result detached: the second derivative silently zero",
+            applies=derivative(linear=True),
             grads=each(lambda g: g if transformed(g) else g.detach()),
             caught_by=("double_backward",),
         ),
         Mutant(
             "nan_second_derivative",
             "every gradient times sqrt(0 * abs(g)) + 1: the same values, a nan second derivative (0 * inf)",
+            applies=derivative(linear=True),
             grads=each(lambda g: g * ((0 * g).abs().sqrt() + 1)),
             caught_by=("double_backward",),
             idle="its values are the op's own, and no second derivative was taken through a gradient "
@@ -236,26 +263,28 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "float32",
             "a float64 gradient computed in float32 (rounded to it: about 6e-8 relative)",
+            applies=derivative(),
             **slope(each(lambda g: g.float().to(g.dtype) if is_float64(g) else g)),
             caught_by=("autograd",),
         ),
         Mutant(
             "wrong_on_0d",
             "the gradient twice too large on a 0-d input only",
-            applies=zero_d,
+            applies=derivative(zero_d),
             **slope(each(lambda g: g * 2 if g.dim() == 0 else g)),
             idle="no 0-d input the checks tried had a non-zero gradient",
         ),
         Mutant(
             "wrong_on_size1",
             "the gradient 1.5 times too large when the input has a dimension of size 1 among others",
-            applies=two_dims,
+            applies=derivative(two_dims),
             **slope(each(lambda g: g * 1.5 if g.dim() >= 2 and 1 in g.shape and g.numel() > 1 else g)),
             idle="no input the checks tried had a size-1 dimension among others",
         ),
         Mutant(
             "wrong_above_4096",
             "the gradient 1.5 times too large on inputs of more than 4,096 elements (a fast path)",
+            applies=derivative(),
             **slope(each(lambda g: g * 1.5 if g.numel() > 4096 else g)),
             idle="no input the checks tried had more than 4,096 elements",
         ),
@@ -263,7 +292,7 @@ MUTANTS: dict[str, Mutant] = {
             "at_kinks",
             "a wrong value at each kink, declared or found: off by grad_output (by more than the "
             "one-sided derivatives' gap, at a kink found)",
-            applies=has_kinks,
+            applies=derivative(has_kinks),
             extra=kink_extra,
             out_tangents=kink_tangent,
             caught_by=("kinks", "gradient"),
@@ -273,20 +302,20 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "jvp_factor",
             "the jvp 1.5 times too large (the backward right)",
-            applies=own_jvp,
+            applies=derivative(own_jvp),
             out_tangents=lambda site, outs, ts: tuple(None if t is None else t * 1.5 for t in outs),
             caught_by=("forward_mode",),
         ),
         Mutant(
             "drop_last_input",
             "the last input's (or learnable tensor's) gradient zero: a forgotten term",
-            applies=two_tensors,
+            applies=derivative(two_tensors),
             **slope(drop_last),
         ),
         Mutant(
             "second_output",
             "the grad_output of the second output with the wrong sign",
-            applies=two_outputs,
+            applies=derivative(two_outputs),
             grad_outputs=second_output,
             out_tangents=lambda site, outs, ts: second_output(site, outs),
         ),
@@ -314,7 +343,7 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "wrong_in_low_precision",
             "the gradient 5% too large in float32, bfloat16 and float16",
-            applies=lower_dtypes,
+            applies=derivative(lower_dtypes),
             **slope(each(lambda g: g if is_float64(g) else g * 1.05)),
             caught_by=in_lower_dtypes,
         ),
@@ -342,6 +371,7 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "wrong_on_negatives",
             "the gradient 1.5 times too large wherever x < 0",
+            applies=derivative(),
             **slope(each_with(lambda site, i, g: g * (1 + 0.5 * site.xs[i].lt(0).to(g.dtype)))),
             idle=no_negatives,
         ),
