@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence, Union
 
+from opzoo.core._inputs import InputSet
 from opzoo.core._params import Index, Mask, Param
 from opzoo.core._signature import ELEMENTWISE, Signature
 from opzoo.exceptions import ContractError, ParamError
@@ -47,9 +48,11 @@ class Contract:
                      ``backward`` must compute. ``reference`` then checks the forward only.
     dtypes:          the floating dtypes the op supports, by torch name.
     formula, derivative: short formulas for the generated docs.
-    inputs:          tensor inputs that are not differentiated, by the forward's name for them (or
-                     their position among the signature's inputs): :class:`Index` (integer: class
-                     targets) or :class:`Mask` (bool). Their gradient is None, rightly.
+    inputs:          what a tensor input is, by the forward's name for it (or its position among
+                     the signature's inputs): not differentiated, :class:`Index` (integer: class
+                     targets) or :class:`Mask` (bool), whose gradient is None, rightly; or the set
+                     its values live in (:class:`Floats`, :class:`Symmetric`, :class:`SPD`,
+                     :class:`Permutation`, :class:`Drawn`... ``grad=False``: not differentiated).
     loop_dims:       how many loop dimensions the op takes: None for any (they broadcast), 0 for
                      an op of a fixed rank (exactly its core dimensions), n for at most n.
     min_sizes:       the smallest size each named core dimension may have (``{"n": 1}``: the op
@@ -69,7 +72,7 @@ class Contract:
     dtypes: tuple[str, ...] = DEFAULT_DTYPES
     formula: str = ""
     derivative: str = ""
-    inputs: Mapping[str | int, Index | Mask] = field(default_factory=dict)
+    inputs: Mapping[str | int, Index | Mask | InputSet] = field(default_factory=dict)
     loop_dims: int | None = None
     min_sizes: Mapping[str, int] = field(default_factory=dict)
     output_sizes: Mapping[str, Callable[..., int]] = field(default_factory=dict)
@@ -243,8 +246,16 @@ def _validate_shapes(contract: Contract) -> None:
         if not callable(fn):
             raise ContractError(f"output_sizes[{dim!r}] must be callable, got {fn!r}")
     for key, kind in contract.inputs.items():
-        if not isinstance(kind, (Index, Mask)):
-            raise ContractError(f"inputs[{key!r}] must be an opzoo.Index or opzoo.Mask, got {kind!r}")
+        if not isinstance(kind, (Index, Mask, InputSet)):
+            raise ContractError(
+                f"inputs[{key!r}] must be an opzoo.Index, opzoo.Mask or a set (opzoo.Floats, "
+                f"opzoo.Symmetric...), got {kind!r}"
+            )
+        if isinstance(kind, InputSet) and sig.elementwise:
+            raise ContractError(
+                f"inputs[{key!r}]: the input of a unary elementwise op is declared by domain=, not a "
+                f"set; the signature is {sig}"
+            )
         kind.validate(f"inputs[{key!r}]", dims)
 
 

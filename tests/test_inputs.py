@@ -1,0 +1,120 @@
+"""What a tensor input is: the sets of opzoo.core._inputs, declared per input, drawn inside the set
+(shrunk, fixed and edge inputs too), and the checks perturbing inside it: a correct upstream op red
+without its declaration and green with it, a wrong twin red with it."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import input_ops as io
+import pytest
+import torch
+from conftest import run_opzoo
+
+import opzoo
+from opzoo import (
+    SPD,
+    Drawn,
+    Floats,
+    Invertible,
+    Orthogonal,
+    Permutation,
+    Positive,
+    Rotation,
+    Symmetric,
+    UnitNorm,
+)
+from opzoo.testing import spec_of
+
+TESTS = Path(__file__).parent
+QUAD = "(m,m),(m,n)->(n)"
+REVERSE = "(b,h,s,d),(b,h,s),(b,h,s),(b,h,s)->(b,h,s,d),(b,h,s)"
+
+
+@pytest.mark.parametrize(
+    "signature, inputs, message",
+    [
+        (QUAD, {"rhs": Symmetric()}, "inputs['rhs']: a symmetric matrix is a square matrix, core (n,n), but"),
+        (QUAD, {"matrix": SPD(cond=0.5)}, "inputs['matrix']: cond must be a finite number >= 1, got 0.5"),
+        (QUAD, {"matrix": Invertible(cond=math.inf)}, "inputs['matrix']: cond must be a finite number"),
+        (QUAD, {"rhs": Floats(1.0, -1.0)}, "inputs['rhs']: the interval must be (low, high) with low < high"),
+        (QUAD, {"rhs": Permutation("q")}, "inputs['rhs']: along must name a dimension of the signature"),
+        (QUAD, {"rhs": Permutation("m")}, "inputs['rhs']: a Permutation along 'm' needs it as the last core"),
+        (QUAD, {"rhs": Orthogonal(det=-1)}, "inputs['rhs']: det is None or 1"),
+        (QUAD, {"rhs": Drawn()}, "inputs['rhs']: a Drawn input takes a map or a strategy"),
+        (QUAD, {"rhs": "symmetric"}, "inputs['rhs'] must be an opzoo.Index, opzoo.Mask or a set"),
+        ("()->()", {0: Positive()}, "inputs[0]: the input of a unary elementwise op is declared by domain="),
+        (
+            REVERSE,
+            {"sorted_bucket_idx": Permutation("s", inverse_of="logits")},
+            "inputs['sorted_bucket_idx']: inverse_of names 'logits', which must be a Permutation",
+        ),
+    ],
+)
+def test_a_set_that_does_not_fit_its_input_is_one_error_naming_it(signature, inputs, message):
+    """A set on an input it cannot describe, or with wrong arguments, is a ContractError naming the
+    input, in one line."""
+    target = {QUAD: io.QuadFormDiagonal, REVERSE: io.ReverseSort}.get(signature, io.Inverse)
+    with pytest.raises(opzoo.ContractError) as info:
+        spec_of(opzoo.declare(target, signature=signature, inputs=inputs))
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_bad_set_is_one_line_at_the_command_line(tmp_path):
+    """At the CLI, a declaration whose set does not fit is one ``opzoo: error:`` line, no traceback."""
+    (tmp_path / "bad_sets.py").write_text(
+        "import opzoo, input_ops\n"
+        "QUAD = opzoo.declare(input_ops.QuadFormDiagonal, signature='(m,m),(m,n)->(n)',\n"
+        "                     inputs={'rhs': opzoo.SPD()})\n"
+    )
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{TESTS}"}
+    proc = run_opzoo("check", "bad_sets:QUAD", env=env)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    line = next(t for t in proc.stderr.splitlines() if t.startswith("opzoo: error:"))
+    assert "inputs['rhs']: an SPD matrix is a square matrix" in line
+
+
+def _free(*shape, seed=0):
+    return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)) * 3
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 4])
+def test_each_set_maps_free_values_into_it(n):
+    """Every map puts any free values (zero included, where shrinking goes) inside its set, and
+    each projection is the identity on the set."""
+    for free in (_free(3, n, n), torch.zeros(2, n, n, dtype=torch.float64)):
+        eye = torch.eye(n, dtype=torch.float64)
+        sym = Symmetric().draw(free, 6.0)
+        assert torch.equal(sym, sym.mT)
+        a = SPD(cond=50.0).draw(free, 6.0)
+        assert torch.equal(a, a.mT)
+        if n:
+            ev = torch.linalg.eigvalsh(a)
+            assert ev.min() >= 1 - 1e-9 and ev.max() <= 50 * (1 + 1e-9)
+            assert (torch.linalg.cond(Invertible(cond=30.0).draw(free, 6.0)) <= 30 * (1 + 1e-9)).all()
+        for kind in (Orthogonal(), Rotation()):
+            q = kind.draw(free, 6.0)
+            torch.testing.assert_close(q.mT @ q, eye.expand_as(q), atol=1e-12, rtol=0)
+            torch.testing.assert_close(kind.project(q), q, atol=1e-12, rtol=0)
+            if n:
+                assert kind != Rotation() or (torch.linalg.det(q) > 0).all()
+        torch.testing.assert_close(Symmetric().project(sym), sym, atol=0, rtol=0)
+    u = UnitNorm().draw(torch.cat([_free(3, 4), torch.zeros(1, 4, dtype=torch.float64)]), 6.0)
+    torch.testing.assert_close(u.norm(dim=-1), torch.ones(4, dtype=torch.float64), atol=1e-12, rtol=0)
+    p = Permutation("s").draw(_free(2, 5), 6.0)
+    assert torch.equal(p.sort(-1).values, torch.arange(5).expand(2, 5))
+    inv = Permutation("s", inverse_of="p").inverse(p)
+    assert torch.equal(torch.gather(p, -1, inv), torch.arange(5).expand(2, 5))
+
+
+def test_an_interval_maps_the_box_onto_itself():
+    """Floats(low, high) maps [-box, box] affinely onto the interval less its margin; Positive onto
+    (0, box]; an unbounded one leaves the free values as they are."""
+    box = torch.tensor([-6.0, 0.0, 6.0], dtype=torch.float64)
+    lo, mid, hi = Floats(1.0, 3.0).draw(box, 6.0).tolist()
+    assert 1.0 < lo < 1.01 and mid == pytest.approx(2.0) and 2.99 < hi < 3.0
+    assert (Positive().draw(box, 6.0) > 0).all()
+    assert torch.equal(Floats().draw(box, 6.0), box)
+    assert Positive().scales and Floats().scales and not Floats(1.0, 3.0).scales and not UnitNorm().scales
