@@ -12,6 +12,7 @@ import input_ops as io
 import pytest
 import torch
 from conftest import run_opzoo
+from hypothesis import find, given, settings
 
 import opzoo
 from opzoo import (
@@ -27,6 +28,7 @@ from opzoo import (
     UnitNorm,
 )
 from opzoo.testing import spec_of
+from opzoo.testing.strategies import cases, edge_inputs, fixed_inputs
 
 TESTS = Path(__file__).parent
 QUAD = "(m,m),(m,n)->(n)"
@@ -118,3 +120,102 @@ def test_an_interval_maps_the_box_onto_itself():
     assert (Positive().draw(box, 6.0) > 0).all()
     assert torch.equal(Floats().draw(box, 6.0), box)
     assert Positive().scales and Floats().scales and not Floats(1.0, 3.0).scales and not UnitNorm().scales
+
+
+DTYPES = ("float64", "float32")  # torch's linalg has no bfloat16 kernels
+QUAD_SYM = opzoo.declare(io.QuadFormDiagonal, signature=QUAD, inputs={"matrix": Symmetric()})
+INVERSE = opzoo.declare(
+    io.Inverse, signature="(n,n)->(n,n)", inputs={0: Invertible(cond=100.0)}, dtypes=DTYPES
+)
+CHOLESKY = opzoo.declare(io.Cholesky, signature="(n,n)->(n,n)", inputs={0: SPD(cond=100.0)}, dtypes=DTYPES)
+PERMS = {
+    "sorted_bucket_idx": Permutation("s"),
+    "undo_sorted_bucket_idx": Permutation("s", inverse_of="sorted_bucket_idx"),
+}
+REVERSE_SORT = opzoo.declare(io.ReverseSort, signature=REVERSE, loop_dims=0, inputs=PERMS)
+
+
+def _in_set(kind, x):
+    """Whether ``x`` is in ``kind`` (to rounding where a decomposition made it)."""
+    if x.numel() == 0:
+        return True
+    if isinstance(kind, Symmetric) and not torch.equal(x, x.mT):
+        return False
+    if isinstance(kind, SPD):
+        ev = torch.linalg.eigvalsh(x)
+        return bool(ev.min() >= 1 - 1e-9 and ev.max() <= kind.cond * (1 + 1e-9))
+    if isinstance(kind, Invertible):
+        return bool(
+            (torch.linalg.svdvals(x) >= 1 - 1e-9).all()
+            and (torch.linalg.cond(x) <= kind.cond * (1 + 1e-9)).all()
+        )
+    if isinstance(kind, Orthogonal):
+        eye = torch.eye(x.shape[-1], dtype=x.dtype).expand_as(x)
+        return bool(torch.allclose(x.mT @ x, eye, atol=1e-12, rtol=0))
+    if isinstance(kind, Permutation):
+        return torch.equal(x.sort(-1).values, torch.arange(x.shape[-1]).expand_as(x))
+    if isinstance(kind, Floats):
+        return bool(((x >= kind.low) & (x <= kind.high)).all())
+    return True
+
+
+def _all_in_sets(spec, xs):
+    for i, kind in spec.arguments.sets.items():
+        assert _in_set(kind, xs[i]), (kind, xs[i])
+    for i, j in spec.arguments.inverses.items():
+        assert torch.equal(torch.gather(xs[j], -1, xs[i]), torch.arange(xs[i].shape[-1]).expand_as(xs[i]))
+
+
+ORTHO = opzoo.declare(io.Inverse, signature="(n,n)->(n,n)", inputs={0: Rotation()}, dtypes=DTYPES)
+INTERVAL = opzoo.declare(
+    io.QuadFormDiagonal, signature=QUAD, inputs={"matrix": Symmetric(), "rhs": Floats(0.5, 2.0)}
+)
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [QUAD_SYM, INVERSE, CHOLESKY, REVERSE_SORT, ORTHO, INTERVAL],
+    ids=["symmetric", "invertible", "spd", "permutations", "rotation", "interval"],
+)
+def test_every_drawn_fixed_and_edge_input_is_in_its_set(declared):
+    """Drawn inputs (at every scale), the fixed and the edge ones, and a shrunk example: each input
+    in its declared set, each inverse permutation the inverse of the one it names."""
+    spec = spec_of(declared)
+
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
+    @given(case=cases(spec))
+    def drawn(case):
+        _all_in_sets(spec, case[1])
+
+    drawn()
+    for xs in [*fixed_inputs(spec, "cpu"), *edge_inputs(spec, "cpu")]:
+        _all_in_sets(spec, xs)
+    big = find(
+        cases(spec), lambda case: case[1][0].numel() >= 8, settings=settings(database=None, derandomize=True)
+    )
+    _all_in_sets(spec, big[1])
+
+
+def test_a_users_set_is_drawn_by_its_map_or_its_strategy():
+    """Drawn(map) maps the free values (drawn, fixed and edge inputs alike); Drawn(strategy) draws
+    the input as the strategy does, unscaled, and then there are no fixed or edge inputs."""
+    from hypothesis import strategies as st
+
+    mapped = spec_of(
+        opzoo.declare(io.QuadFormDiagonal, signature=QUAD, inputs={"rhs": Drawn(lambda f: f.abs() + 1)})
+    )
+
+    def ones(shape):
+        return st.just(torch.ones(shape, dtype=torch.float64))
+
+    drawn = spec_of(opzoo.declare(io.QuadFormDiagonal, signature=QUAD, inputs={"rhs": Drawn(strategy=ones)}))
+
+    @settings(max_examples=30, derandomize=True, database=None, deadline=None)
+    @given(a=cases(mapped), b=cases(drawn))
+    def run(a, b):
+        assert (a[1][1] >= 1).all()
+        assert torch.equal(b[1][1], torch.ones_like(b[1][1]))
+
+    run()
+    assert all((xs[1] >= 1).all() for xs in [*fixed_inputs(mapped, "cpu"), *edge_inputs(mapped, "cpu")])
+    assert fixed_inputs(drawn, "cpu") == [] and edge_inputs(drawn, "cpu") == []

@@ -37,6 +37,8 @@ class Arguments:
     tensor_params: frozenset[str] = frozenset()
     #: The set each declared input's values live in, by its index (differentiated or not).
     sets: Mapping[int, InputSet] = field(default_factory=dict)
+    #: Each inverse permutation's index -> the index of the permutation it is the inverse of.
+    inverses: Mapping[int, int] = field(default_factory=dict)
 
     def __call__(self, tensors: Sequence[Any], params: Mapping[str, Any]) -> tuple[Any, ...]:
         """The forward's positional arguments for ``tensors`` (one per signature input) and
@@ -134,6 +136,7 @@ def _plan(
         raise ContractError("every tensor input is declared not differentiated: there is nothing to check")
     sets = {i: k for i, k in kinds.items() if isinstance(k, InputSet)}
     cores = contract.sig.inputs
+    inverses = {}
     for i, kind in sets.items():
         where = f"inputs[{names[i]!r}]"
         kind.fits(where, cores[i])
@@ -145,7 +148,8 @@ def _plan(
                     f"{where}: inverse_of names {kind.inverse_of!r}, which must be a Permutation (not "
                     "itself an inverse) of the same core dimensions"
                 )
-    return Arguments(slots, names, constants, tensor_params, sets)
+            inverses[i] = j
+    return Arguments(slots, names, constants, tensor_params, sets, inverses)
 
 
 def _index(key: str | int, names: tuple[str, ...]) -> int:

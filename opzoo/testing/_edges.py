@@ -5,13 +5,22 @@ deterministic, so that a failure's reproduce line rebuilds it by its index."""
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Mapping, cast
 
 import torch
 
+from opzoo.core._inputs import Drawn, Permutation
 from opzoo.core._params import Mask
 from opzoo.core._spec import OpSpec
-from opzoo.testing._domain import KINK_MARGIN, MAX_RANK, domain_box, index_ends, min_sizes, push_from_kinks
+from opzoo.testing._domain import (
+    BOX,
+    KINK_MARGIN,
+    MAX_RANK,
+    domain_box,
+    index_ends,
+    min_sizes,
+    push_from_kinks,
+)
 
 #: The large edge input has this many elements: fast paths that switch on size are exercised too.
 EDGE_SIZE = 100_000
@@ -22,6 +31,8 @@ def fixed_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
     kinks; otherwise shaped by the signature, each dimension name a different small size (at least
     its declared minimum), with a loop dimension where the op takes one."""
     sig = spec.contract.sig
+    if drawn_only(spec):
+        return []
     if not sig.elementwise:
         names = sorted({d for core in sig.inputs for d in core if not d.isdigit()})
         mins = min_sizes(spec)
@@ -57,6 +68,8 @@ def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
     its own, never all at the centre (the origin of an n-ary op, where atan2 or pow has no
     derivative) nor on a grid that lines up with kinks."""
     sig = spec.contract.sig
+    if drawn_only(spec):
+        return []
     if sig.elementwise:
         plans: list[tuple[list[tuple[int, ...]], dict[str, int], float]] = [
             ([shape], {}, 1.0)
@@ -136,13 +149,38 @@ def _spread(n: int, i: int, phase: int, lo: float, hi: float) -> torch.Tensor:
     return lo + (hi - lo) * (0.04 + 0.92 * frac[order])
 
 
+def drawn_only(spec: OpSpec) -> bool:
+    """Whether an input is drawn by a user's strategy alone (:class:`~opzoo.Drawn` without a map):
+    then there are no fixed or edge inputs, which need a deterministic map."""
+    sets = spec.arguments.sets if spec.arguments is not None else {}
+    return any(isinstance(kind, Drawn) and kind.map is None for kind in sets.values())
+
+
+def in_sets(spec: OpSpec, xs: list[torch.Tensor], box: float) -> list[torch.Tensor]:
+    """``xs`` (free float64 values) with each input that lives in a set mapped into it (as drawn
+    inputs are), then each inverse permutation made the inverse of the one it names."""
+    if spec.arguments is None:
+        return list(xs)
+    sets, out = spec.arguments.sets, list(xs)
+    for i, kind in sets.items():
+        if not (isinstance(kind, Drawn) and kind.map is None):  # a strategy's draw is taken as it is
+            out[i] = kind.draw(xs[i].to(torch.float64), box)
+    for i, j in spec.arguments.inverses.items():
+        out[i] = cast(Permutation, sets[i]).inverse(out[j])
+    return out
+
+
 def _with_constants(
     spec: OpSpec, xs: list[torch.Tensor], dims: Mapping[str, int], device: str | torch.device
 ) -> tuple[torch.Tensor, ...]:
-    """``xs`` with each input that is not differentiated given deterministic values of its kind."""
+    """``xs`` with each input that lives in a set mapped into it, and each input that is not
+    differentiated otherwise given deterministic values of its kind."""
     kinds = spec.arguments.constants if spec.arguments is not None else {}
-    out = list(xs)
+    sets = spec.arguments.sets if spec.arguments is not None else {}
+    out = in_sets(spec, list(xs), BOX)
     for i, kind in kinds.items():
+        if i in sets:
+            continue
         shape = tuple(xs[i].shape)
         k = torch.arange(math.prod(shape), dtype=torch.int64)
         if isinstance(kind, Mask):
