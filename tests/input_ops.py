@@ -37,13 +37,13 @@ class Inverse(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a):
-        inv = torch.linalg.inv(a)
-        ctx.save_for_backward(inv)
-        return inv
+        ctx.save_for_backward(a)
+        return torch.linalg.inv(a)
 
     @staticmethod
     def backward(ctx, grad):
-        (inv,) = ctx.saved_tensors
+        (a,) = ctx.saved_tensors
+        inv = torch.linalg.inv(a)
         # d(A^-1) = -A^-1 dA A^-1
         return -inv.mT @ grad @ inv.mT
 
@@ -53,13 +53,12 @@ class WrongInverse(Inverse):
 
     @staticmethod
     def backward(ctx, grad):
-        (inv,) = ctx.saved_tensors
-        return inv.mT @ grad @ inv.mT
+        return -Inverse.backward(ctx, grad)
 
 
 class Cholesky(torch.autograd.Function):
-    """``torch.linalg.cholesky`` with torch's own backward (a symmetric gradient: the forward reads
-    one triangle, so entry-by-entry differences never agree with it)."""
+    """``torch.linalg.cholesky`` with torch's backward formula (a symmetric gradient: the forward
+    reads one triangle, so entry-by-entry differences never agree with it)."""
 
     @staticmethod
     def forward(ctx, a):
@@ -69,10 +68,13 @@ class Cholesky(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (a,) = ctx.saved_tensors
-        with torch.enable_grad():
-            leaf = a.detach().requires_grad_()
-            (out,) = torch.autograd.grad(torch.linalg.cholesky(leaf), leaf, grad)
-        return out
+        low = torch.linalg.cholesky(a)
+        # A = L L': dA = sym(L^-T Phi(L' dL) L^-1), Phi the lower triangle with half its diagonal
+        phi = (low.mT @ grad.tril()).tril()
+        phi = phi - 0.5 * torch.diag_embed(phi.diagonal(dim1=-2, dim2=-1))
+        left = torch.linalg.solve_triangular(low.mT, phi, upper=True)
+        out = torch.linalg.solve_triangular(low, left, upper=False, left=False)
+        return (out + out.mT) / 2
 
 
 class WrongCholesky(Cholesky):
@@ -112,3 +114,12 @@ class WrongReverseSort(ReverseSort):
         outs = ReverseSort.forward(ctx, out_vectors, logits, sorted_bucket_idx, undo_sorted_bucket_idx)
         ctx.sorted_bucket_idx = undo_sorted_bucket_idx
         return outs
+
+
+class QuadFormWrites(QuadFormDiagonal):
+    """Writes into its matrix (adds to its diagonal) before reading it."""
+
+    @staticmethod
+    def forward(ctx, matrix, rhs):
+        matrix.diagonal(dim1=-2, dim2=-1).add_(1.0)
+        return QuadFormDiagonal.forward(ctx, matrix, rhs)

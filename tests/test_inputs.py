@@ -27,7 +27,7 @@ from opzoo import (
     Symmetric,
     UnitNorm,
 )
-from opzoo.testing import spec_of
+from opzoo.testing import PROPERTIES, assert_correct, bind, check, spec_of
 from opzoo.testing.strategies import cases, edge_inputs, fixed_inputs
 
 TESTS = Path(__file__).parent
@@ -219,3 +219,90 @@ def test_a_users_set_is_drawn_by_its_map_or_its_strategy():
     run()
     assert all((xs[1] >= 1).all() for xs in [*fixed_inputs(mapped, "cpu"), *edge_inputs(mapped, "cpu")])
     assert fixed_inputs(drawn, "cpu") == [] and edge_inputs(drawn, "cpu") == []
+
+
+def _verdicts(declared, props):
+    results = check(spec_of(declared), props, devices=["cpu"], profile="ci")
+    return {r.prop: r.status for r in results}
+
+
+def _wrong(cls, reference):
+    kw = {
+        k: v
+        for k, v in vars(reference.contract).items()
+        if k in ("signature", "inputs", "loop_dims", "dtypes")
+    }
+    return opzoo.declare(cls, **kw)
+
+
+@pytest.mark.parametrize(
+    "without, declared, wrong, red",
+    [
+        (opzoo.declare(io.QuadFormDiagonal, signature=QUAD), QUAD_SYM, io.WrongQuadFormDiagonal, "gradient"),
+        (
+            opzoo.declare(io.Inverse, signature="(n,n)->(n,n)", dtypes=DTYPES),
+            INVERSE,
+            io.WrongInverse,
+            "accepts",
+        ),
+        (
+            opzoo.declare(
+                io.ReverseSort, signature=REVERSE, loop_dims=0, inputs={k: Permutation("s") for k in PERMS}
+            ),
+            REVERSE_SORT,
+            io.WrongReverseSort,
+            "gradient",
+        ),
+    ],
+    ids=["symmetric", "invertible", "inverse-permutation"],
+)
+def test_a_correct_op_is_red_without_its_set_green_with_it_and_a_wrong_twin_red(
+    without, declared, wrong, red
+):
+    """gpytorch's QuadFormDiagonal (rhs gradient 2AB: right for a symmetric A), a linalg.inv
+    Function (raises on a singular matrix), reformer's ReverseSort (its backward is the inverse
+    permutation): red as their inputs were drawn before, green on every property with the set
+    upstream documents, and a twin with its backward off red with it."""
+    assert _verdicts(without, [red])[red] == "fail"
+    assert_correct(declared, devices=["cpu"])
+    assert _verdicts(_wrong(wrong, declared), ["gradient"])["gradient"] == "fail"
+
+
+def test_the_checks_perturb_inside_the_set():
+    """torch's Cholesky backward is symmetric (the forward reads one triangle): entry-by-entry
+    differences of an SPD input never agree with it, differences of its projection do. An SPD map
+    without a projection is red on gradient; SPD (projected) green on every property but
+    double_backward (checked below on the small inputs); 1.5 times the gradient red."""
+    spd = SPD(cond=100.0)
+    unprojected = opzoo.declare(
+        io.Cholesky, signature="(n,n)->(n,n)", inputs={0: Drawn(lambda f: spd.draw(f, 6.0))}, dtypes=DTYPES
+    )
+    assert _verdicts(unprojected, ["gradient"])["gradient"] == "fail"
+    props = [p for p in PROPERTIES if p != "double_backward"]
+    assert_correct(CHOLESKY, properties=props, devices=["cpu"])
+    spec = spec_of(CHOLESKY)
+    for xs in fixed_inputs(spec, "cpu"):
+        PROPERTIES["double_backward"](bind(spec, {}, fast=True), *xs)
+    assert _verdicts(_wrong(io.WrongCholesky, CHOLESKY), ["gradient"])["gradient"] == "fail"
+
+
+def test_a_projection_keeps_the_layout_the_op_sees():
+    """The projected input has the strides of the input itself: a transposed one, a permuted one, the
+    strided slice layout's checks make."""
+    from opzoo.testing.checks._bound import _projected, noncontiguous
+
+    x = SPD().draw(_free(2, 3, 3), 6.0)
+    for kind in (Symmetric(), Orthogonal(), UnitNorm()):
+        for t in (x, noncontiguous(x), x.permute(2, 0, 1).contiguous().permute(1, 2, 0)):
+            y = _projected(kind, t)
+            assert y.stride() == t.stride() and y.shape == t.shape
+    v = noncontiguous(x[0, 0])  # the strided slice of a 1-D input
+    assert _projected(UnitNorm(), v).stride() == v.stride() == (2,)
+
+
+def test_a_forward_that_writes_into_a_projected_input_is_seen():
+    """The op sees a projection (a copy) of a symmetric input: hygiene gives it the input itself once
+    more, under no_grad, and sees the write."""
+    writes = opzoo.declare(io.QuadFormWrites, signature=QUAD, inputs={"matrix": Symmetric()})
+    results = check(spec_of(writes), ["hygiene"], devices=["cpu"], profile="ci")
+    assert results[0].status == "fail" and "forward mutated its input" in results[0].reason
