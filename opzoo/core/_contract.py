@@ -19,6 +19,8 @@ from opzoo.exceptions import ContractError, ParamError
 #: The dtypes opzoo knows how to test, by their torch name.
 KNOWN_DTYPES = ("float64", "float32", "bfloat16", "float16")
 DEFAULT_DTYPES = ("float64", "float32", "bfloat16")
+#: The most dimensions a checked input has (``opzoo.testing._domain.MAX_RANK``).
+MAX_RANK = 5
 
 Kinks = Union[Mapping[float, float], Callable[..., Mapping[float, float]]]
 
@@ -59,6 +61,9 @@ class Contract:
                      refuses an empty one).
     output_sizes:    how to compute an output dimension that appears in no input, from the inputs'
                      dimension sizes and the params, by name: ``{"m": lambda l, k: (l + k - 1) // 2}``.
+    broadcast:       whether the inputs' loop dimensions broadcast (the default); ``False``: every
+                     input has the same loop dimensions (an op that takes tensors of one shape).
+    min_rank:        the fewest dimensions an input has in all (``1``: the op takes no 0-d tensor).
     """
 
     summary: str | None = None
@@ -76,6 +81,8 @@ class Contract:
     loop_dims: int | None = None
     min_sizes: Mapping[str, int] = field(default_factory=dict)
     output_sizes: Mapping[str, Callable[..., int]] = field(default_factory=dict)
+    broadcast: bool = True
+    min_rank: int = 0
 
     def __post_init__(self) -> None:
         # Frozen records should not share a mutable dict with their caller.
@@ -245,6 +252,20 @@ def _validate_shapes(contract: Contract) -> None:
             )
         if not callable(fn):
             raise ContractError(f"output_sizes[{dim!r}] must be callable, got {fn!r}")
+    if not isinstance(contract.broadcast, bool):
+        raise ContractError(f"broadcast must be True or False, got {contract.broadcast!r}")
+    if (
+        not isinstance(contract.min_rank, int)
+        or isinstance(contract.min_rank, bool)
+        or not 0 <= contract.min_rank <= MAX_RANK
+    ):
+        raise ContractError(f"min_rank must be an int from 0 to {MAX_RANK}, got {contract.min_rank!r}")
+    fewest = min((len(core) for core in sig.inputs), default=0)
+    if contract.loop_dims is not None and contract.min_rank - fewest > contract.loop_dims:
+        raise ContractError(
+            f"min_rank={contract.min_rank} needs {contract.min_rank - fewest} loop dimension(s), but "
+            f"loop_dims={contract.loop_dims}; the signature is {sig}"
+        )
     for key, kind in contract.inputs.items():
         if not isinstance(kind, (Index, Mask, InputSet)):
             raise ContractError(

@@ -47,6 +47,8 @@ def fixed_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
                 values = torch.linspace(-2.0 + 0.3 * i, 2.5 - 0.2 * i, n, dtype=torch.float64)
                 xs.append(values[: math.prod(shape)].reshape(shape).to(device))
             out.append(_with_constants(spec, xs, dims, device))
+        if _optional(spec):  # the first with None there, then as given
+            out.insert(0, _none_where_optional(spec, out[0]))  # type: ignore[arg-type]
         return out
     lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
     kinks = spec.contract.kinks_at()
@@ -87,7 +89,8 @@ def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
             xs.append(push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device))
         # constants (masks, class targets) get values of their kind whether or not a named dimension
         # bounds them: a mask of an op with scalar cores, "(),()->()", is still a mask
-        out.append(_with_constants(spec, xs, dims, device))
+        made = _with_constants(spec, xs, dims, device)
+        out.append(_none_where_optional(spec, made) if phase % 2 == 0 else made)
     return out
 
 
@@ -189,4 +192,17 @@ def _with_constants(
             low, high = index_ends(kind, dims)
             values = (k * 7 + 3) % max(1, high - low) + low
         out[i] = values.reshape(shape).to(device=device, dtype=getattr(torch, kind.dtype))
-    return tuple(out)
+    # an op that takes no tensor of fewer dimensions gets leading ones (the same values, in order)
+    rank = spec.contract.min_rank
+    return tuple(x.reshape((1,) * (rank - x.dim()) + tuple(x.shape)) if x.dim() < rank else x for x in out)
+
+
+def _optional(spec: OpSpec) -> bool:
+    kinds = spec.arguments.constants if spec.arguments is not None else {}
+    return any(getattr(kind, "optional", False) for kind in kinds.values())
+
+
+def _none_where_optional(spec: OpSpec, xs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor | None, ...]:
+    """``xs`` with None for each optional Mask or Index: the forward takes that too."""
+    kinds = spec.arguments.constants if spec.arguments is not None else {}
+    return tuple(None if getattr(kinds.get(i), "optional", False) else x for i, x in enumerate(xs))

@@ -100,7 +100,10 @@ class Bound:
             raise PropertyFailed(
                 f"the op returned {got}, but its signature {sig} declares {len(sig.outputs)}"
             )
-        shapes = [x.shape for x in self.full(*xs)]
+        full = self.full(*xs)
+        if any(x is None for x in full):
+            return outs  # an optional input left out: no shape of its to read the signature's from
+        shapes = [x.shape for x in full]
         try:
             want = self.spec.contract.output_shapes(shapes, self.params)
         except ShapeError:
@@ -118,9 +121,10 @@ class Bound:
         """The op in ``dtype``: a learnable op's parameters rebuilt in it; a Function as it is, but
         for its float constants (an input declared ``grad=False``), which follow the dtype."""
         if self.module is None:
-            if not any(c.is_floating_point() and c.dtype != dtype for c in self.constants.values()):
+            floats = {i: c for i, c in self.constants.items() if c is not None and c.is_floating_point()}
+            if all(c.dtype == dtype for c in floats.values()):
                 return self
-            constants = {i: c.to(dtype) if c.is_floating_point() else c for i, c in self.constants.items()}
+            constants = {**self.constants, **{i: c.to(dtype) for i, c in floats.items()}}
             cast = bind(self.spec, self.params, constants=constants, dtype=dtype, fast=self.fast)
             cast.notes = self.notes  # what a check notices in the cast op is the op's
             return cast
@@ -255,7 +259,9 @@ def _arranger(
         full = _interleave(xs, constants, n)
         if dim is None:
             return full
-        return tuple(t.movedim(-1, dim).contiguous() if c else t for t, c in zip(full, cored_in))
+        return tuple(
+            t.movedim(-1, dim).contiguous() if c and t is not None else t for t, c in zip(full, cored_in)
+        )
 
     return arrange
 

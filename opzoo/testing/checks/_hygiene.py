@@ -184,4 +184,4 @@ def _way(exc: BaseException) -> Way:
 
 
 def _shapes(inputs: tuple[torch.Tensor, ...]) -> str:
-    return ", ".join(str(tuple(t.shape)) for t in inputs)
+    return ", ".join("None" if t is None else str(tuple(t.shape)) for t in inputs)
