@@ -123,3 +123,20 @@ class QuadFormWrites(QuadFormDiagonal):
     def forward(ctx, matrix, rhs):
         matrix.diagonal(dim1=-2, dim2=-1).add_(1.0)
         return QuadFormDiagonal.forward(ctx, matrix, rhs)
+
+
+class Rotate(torch.autograd.Function):
+    """``R @ v``; keeps the largest entry of every ``R`` it is given in ``SEEN`` (for a test)."""
+
+    SEEN: list[float] = []
+
+    @staticmethod
+    def forward(ctx, rotation, v):
+        Rotate.SEEN.append(float(rotation.abs().max()) if rotation.numel() else 0.0)
+        ctx.save_for_backward(rotation, v)
+        return (rotation @ v.unsqueeze(-1)).squeeze(-1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        rotation, v = ctx.saved_tensors
+        return grad.unsqueeze(-1) * v.unsqueeze(-2), (rotation.mT @ grad.unsqueeze(-1)).squeeze(-1)

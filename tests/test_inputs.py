@@ -306,3 +306,14 @@ def test_a_forward_that_writes_into_a_projected_input_is_seen():
     writes = opzoo.declare(io.QuadFormWrites, signature=QUAD, inputs={"matrix": Symmetric()})
     results = check(spec_of(writes), ["hygiene"], devices=["cpu"], profile="ci")
     assert results[0].status == "fail" and "forward mutated its input" in results[0].reason
+
+
+def test_extremes_scales_only_inputs_whose_set_scaling_keeps():
+    """A rotation scaled by 1e4 is no rotation: extremes leaves it as drawn and scales the vector."""
+    from opzoo.testing.checks._extremes import extremes
+
+    spec = spec_of(opzoo.declare(io.Rotate, signature="(3,3),(3)->(3)", inputs={"rotation": Rotation()}))
+    rotation = Rotation().draw(_free(3, 3), 6.0)
+    io.Rotate.SEEN.clear()
+    extremes(bind(spec, {}), rotation, torch.ones(3, dtype=torch.float64))
+    assert io.Rotate.SEEN and max(io.Rotate.SEEN) <= 1 + 1e-6
