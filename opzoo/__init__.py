@@ -11,6 +11,18 @@ from opzoo._records import Failure, Source
 from opzoo._version import __version__ as __version__
 from opzoo.core._contract import Contract
 from opzoo.core._default import registry
+from opzoo.core._inputs import (
+    SPD,
+    Drawn,
+    Floats,
+    Invertible,
+    Orthogonal,
+    Permutation,
+    Positive,
+    Rotation,
+    Symmetric,
+    UnitNorm,
+)
 from opzoo.core._loading import load
 from opzoo.core._params import Dim, Index, Mask, Param
 from opzoo.core._registry import Declared, OpSpec, Registry, declare
@@ -46,21 +58,31 @@ __all__ = [
     "Declared",
     "Dim",
     "DivergedError",
+    "Drawn",
     "DuplicateOpError",
     "Failure",
+    "Floats",
     "Index",
+    "Invertible",
     "LibraryError",
     "Mask",
     "OpNotFoundError",
     "OpSpec",
     "OpZooError",
+    "Orthogonal",
     "Param",
     "ParamError",
+    "Permutation",
     "PluginError",
+    "Positive",
     "Registry",
+    "Rotation",
+    "SPD",
     "Source",
+    "Symmetric",
     "TrainConfig",
     "TrainResult",
+    "UnitNorm",
     "compare",
     "declare",
     "failures",

@@ -112,6 +112,13 @@ def why_not(spec: OpSpec) -> str | None:
         return dirty(spec)
     if getattr(spec.target, "backward", None) is torch.autograd.Function.backward:
         return f"op {spec.name!r} defines vjp, not backward; name it backward to bridge it"
+    kinds = spec.arguments.constants if spec.arguments is not None else {}
+    optional = next(
+        (spec.arguments.names[i] for i, k in kinds.items() if getattr(k, "optional", False)), None
+    )
+    if optional is not None and spec.arguments is not None:
+        # the bridge writes no `Tensor?` schema yet
+        return f"op {spec.name!r} takes an optional input ({optional!r}, None or a tensor); it is not bridged"
     try:
         schema(spec)
     except LibraryError as exc:  # a param no schema can hold (a callable), a default it cannot write

@@ -12,10 +12,11 @@ registers unchanged. Everything is passed positionally: ``Function.apply`` of th
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from opzoo.core._contract import Contract
+from opzoo.core._inputs import InputSet, Permutation
 from opzoo.core._params import Index, Mask
 from opzoo.exceptions import ContractError
 
@@ -31,9 +32,13 @@ class Arguments:
     #: The forward's names for the signature's tensors, in order (``x0``, ``x1``... where unknown).
     names: tuple[str, ...]
     #: Tensors that are not differentiated, by their index among the signature's inputs.
-    constants: Mapping[int, Index | Mask]
+    constants: Mapping[int, Index | Mask | InputSet]
     #: Params passed as 0-d tensors (``Param(tensor=True)``).
     tensor_params: frozenset[str] = frozenset()
+    #: The set each declared input's values live in, by its index (differentiated or not).
+    sets: Mapping[int, InputSet] = field(default_factory=dict)
+    #: Each inverse permutation's index -> the index of the permutation it is the inverse of.
+    inverses: Mapping[int, int] = field(default_factory=dict)
 
     def __call__(self, tensors: Sequence[Any], params: Mapping[str, Any]) -> tuple[Any, ...]:
         """The forward's positional arguments for ``tensors`` (one per signature input) and
@@ -76,7 +81,7 @@ def arguments(contract: Contract, forward: Callable[..., Any] | None, *, ctx: bo
         # Nothing to read the order from: the signature's tensors, then the params as declared.
         slots = [(TENSOR, i) for i in range(n)] + [(PARAM, k) for k in declared]
         names = tuple(f"x{i}" if n > 1 else "x" for i in range(n))
-        return Arguments(tuple(slots), names, _constants(contract, names), tensor_params)
+        return _plan(contract, tuple(slots), names, tensor_params)
     slots: list[tuple[str, Any]] = []
     names: list[str] = []
     extra: list[str] = []  # arguments without a default that are neither tensor nor param
@@ -114,24 +119,46 @@ def arguments(contract: Contract, forward: Callable[..., Any] | None, *, ctx: bo
         )
     while slots and slots[-1][0] == DEFAULT:  # trailing defaults: forward fills them itself
         slots.pop()
-    return Arguments(tuple(slots), tuple(names), _constants(contract, tuple(names)), tensor_params)
+    return _plan(contract, tuple(slots), tuple(names), tensor_params)
 
 
-def _constants(contract: Contract, names: tuple[str, ...]) -> dict[int, Index | Mask]:
-    """``contract.inputs`` by index; a key that names no tensor input is an error."""
-    out = {}
-    for key, kind in contract.inputs.items():
-        if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(names):
-            out[key] = kind
-        elif isinstance(key, str) and key in names:
-            out[names.index(key)] = kind
-        else:
-            raise ContractError(
-                f"inputs names {key!r}, which is none of the forward's tensor inputs {list(names)!r}"
-            )
-    if len(out) == len(names):
+def _plan(
+    contract: Contract,
+    slots: tuple[tuple[str, Any], ...],
+    names: tuple[str, ...],
+    tensor_params: frozenset[str],
+) -> Arguments:
+    """The Arguments, ``contract.inputs`` read by index: the constants, and each set checked against
+    its input's core dimensions."""
+    kinds = {_index(key, names): kind for key, kind in contract.inputs.items()}
+    constants = {i: k for i, k in kinds.items() if not isinstance(k, InputSet) or not k.grad}
+    if len(constants) == len(names):
         raise ContractError("every tensor input is declared not differentiated: there is nothing to check")
-    return out
+    sets = {i: k for i, k in kinds.items() if isinstance(k, InputSet)}
+    cores = contract.sig.inputs
+    inverses = {}
+    for i, kind in sets.items():
+        where = f"inputs[{names[i]!r}]"
+        kind.fits(where, cores[i])
+        if isinstance(kind, Permutation) and kind.inverse_of is not None:
+            j = _index(kind.inverse_of, names)
+            other = sets.get(j)
+            if not isinstance(other, Permutation) or other.inverse_of is not None or cores[j] != cores[i]:
+                raise ContractError(
+                    f"{where}: inverse_of names {kind.inverse_of!r}, which must be a Permutation (not "
+                    "itself an inverse) of the same core dimensions"
+                )
+            inverses[i] = j
+    return Arguments(slots, names, constants, tensor_params, sets, inverses)
+
+
+def _index(key: str | int, names: tuple[str, ...]) -> int:
+    """The index of the tensor input ``key`` names (or is); a key that names none is an error."""
+    if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(names):
+        return key
+    if isinstance(key, str) and key in names:
+        return names.index(key)
+    raise ContractError(f"inputs names {key!r}, which is none of the forward's tensor inputs {list(names)!r}")
 
 
 def _as_tensor(value: Any, tensors: Sequence[Any]) -> Any:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence, Union
 
+from opzoo.core._inputs import InputSet
 from opzoo.core._params import Index, Mask, Param
 from opzoo.core._signature import ELEMENTWISE, Signature
 from opzoo.exceptions import ContractError, ParamError
@@ -18,6 +19,8 @@ from opzoo.exceptions import ContractError, ParamError
 #: The dtypes opzoo knows how to test, by their torch name.
 KNOWN_DTYPES = ("float64", "float32", "bfloat16", "float16")
 DEFAULT_DTYPES = ("float64", "float32", "bfloat16")
+#: The most dimensions a checked input has (``opzoo.testing._domain.MAX_RANK``).
+MAX_RANK = 5
 
 #: ``Contract.gradient``: the default, and the prefix of a backward that is no derivative by design.
 DERIVATIVE, BY_DESIGN = "derivative", "by design:"
@@ -50,9 +53,11 @@ class Contract:
                      ``backward`` must compute. ``reference`` then checks the forward only.
     dtypes:          the floating dtypes the op supports, by torch name.
     formula, derivative: short formulas for the generated docs.
-    inputs:          tensor inputs that are not differentiated, by the forward's name for them (or
-                     their position among the signature's inputs): :class:`Index` (integer: class
-                     targets) or :class:`Mask` (bool). Their gradient is None, rightly.
+    inputs:          what a tensor input is, by the forward's name for it (or its position among
+                     the signature's inputs): not differentiated, :class:`Index` (integer: class
+                     targets) or :class:`Mask` (bool), whose gradient is None, rightly; or the set
+                     its values live in (:class:`Floats`, :class:`Symmetric`, :class:`SPD`,
+                     :class:`Permutation`, :class:`Drawn`... ``grad=False``: not differentiated).
     loop_dims:       how many loop dimensions the op takes: None for any (they broadcast), 0 for
                      an op of a fixed rank (exactly its core dimensions), n for at most n.
     min_sizes:       the smallest size each named core dimension may have (``{"n": 1}``: the op
@@ -67,6 +72,9 @@ class Contract:
                      declared with a by-design ``gradient`` only, and turns the linearity check off.
     random:          the forward draws from torch's generator (``rand_like``): every call in a check
                      runs under the same seed, and what cannot be compared so is skipped with why.
+    broadcast:       whether the inputs' loop dimensions broadcast (the default); ``False``: every
+                     input has the same loop dimensions (an op that takes tensors of one shape).
+    min_rank:        the fewest dimensions an input has in all (``1``: the op takes no 0-d tensor).
     """
 
     summary: str | None = None
@@ -80,13 +88,15 @@ class Contract:
     dtypes: tuple[str, ...] = DEFAULT_DTYPES
     formula: str = ""
     derivative: str = ""
-    inputs: Mapping[str | int, Index | Mask] = field(default_factory=dict)
+    inputs: Mapping[str | int, Index | Mask | InputSet] = field(default_factory=dict)
     loop_dims: int | None = None
     min_sizes: Mapping[str, int] = field(default_factory=dict)
     output_sizes: Mapping[str, Callable[..., int]] = field(default_factory=dict)
     gradient: str = DERIVATIVE
     linear_in_grad: bool = True
     random: bool = False
+    broadcast: bool = True
+    min_rank: int = 0
 
     def __post_init__(self) -> None:
         # Frozen records should not share a mutable dict with their caller.
@@ -295,9 +305,31 @@ def _validate_shapes(contract: Contract) -> None:
             )
         if not callable(fn):
             raise ContractError(f"output_sizes[{dim!r}] must be callable, got {fn!r}")
+    if not isinstance(contract.broadcast, bool):
+        raise ContractError(f"broadcast must be True or False, got {contract.broadcast!r}")
+    if (
+        not isinstance(contract.min_rank, int)
+        or isinstance(contract.min_rank, bool)
+        or not 0 <= contract.min_rank <= MAX_RANK
+    ):
+        raise ContractError(f"min_rank must be an int from 0 to {MAX_RANK}, got {contract.min_rank!r}")
+    fewest = min((len(core) for core in sig.inputs), default=0)
+    if contract.loop_dims is not None and contract.min_rank - fewest > contract.loop_dims:
+        raise ContractError(
+            f"min_rank={contract.min_rank} needs {contract.min_rank - fewest} loop dimension(s), but "
+            f"loop_dims={contract.loop_dims}; the signature is {sig}"
+        )
     for key, kind in contract.inputs.items():
-        if not isinstance(kind, (Index, Mask)):
-            raise ContractError(f"inputs[{key!r}] must be an opzoo.Index or opzoo.Mask, got {kind!r}")
+        if not isinstance(kind, (Index, Mask, InputSet)):
+            raise ContractError(
+                f"inputs[{key!r}] must be an opzoo.Index, opzoo.Mask or a set (opzoo.Floats, "
+                f"opzoo.Symmetric...), got {kind!r}"
+            )
+        if isinstance(kind, InputSet) and sig.elementwise:
+            raise ContractError(
+                f"inputs[{key!r}]: the input of a unary elementwise op is declared by domain=, not a "
+                f"set; the signature is {sig}"
+            )
         kind.validate(f"inputs[{key!r}]", dims)
 
 

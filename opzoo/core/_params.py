@@ -7,7 +7,7 @@ Nothing here imports torch: a contract is declared and validated at load, before
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opzoo.exceptions import ContractError, ParamError
@@ -125,13 +125,16 @@ def Dim(default: int = -1, doc: str = "the dimension the op works along") -> Par
 class Index:
     """An integer tensor input that is not differentiated (class targets, indices): its values are
     drawn from ``[low, high)``, where either end is an int or the name of a core dimension of the
-    signature (its size: ``Index(high="c")`` for a target among ``c`` classes)."""
+    signature (its size: ``Index(high="c")`` for a target among ``c`` classes). ``optional``: the
+    forward also takes None there."""
 
     high: int | str
     low: int | str = 0
     dtype: str = "int64"
+    optional: bool = field(default=False, kw_only=True)
 
     def validate(self, where: str, dims: set[str]) -> None:
+        _flag(where, self.optional)
         for end in (self.low, self.high):
             if isinstance(end, str) and end not in dims:
                 raise ContractError(f"{where}: {end!r} is not a dimension of the signature")
@@ -143,13 +146,21 @@ class Index:
 
 @dataclass(frozen=True)
 class Mask:
-    """A bool tensor input that is not differentiated (a mask)."""
+    """A bool tensor input that is not differentiated (a mask); ``optional``: the forward also takes
+    None there (kornia's ``valid=None``: every element)."""
 
     dtype: str = "bool"
+    optional: bool = field(default=False, kw_only=True)
 
     def validate(self, where: str, dims: set[str]) -> None:
+        _flag(where, self.optional)
         if self.dtype != "bool":
             raise ContractError(f"{where}: a Mask is a bool tensor, got dtype {self.dtype!r}")
+
+
+def _flag(where: str, optional: Any) -> None:
+    if not isinstance(optional, bool):
+        raise ContractError(f"{where}: optional must be True or False, got {optional!r}")
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -5,13 +5,22 @@ deterministic, so that a failure's reproduce line rebuilds it by its index."""
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Mapping, cast
 
 import torch
 
+from opzoo.core._inputs import Drawn, Permutation
 from opzoo.core._params import Mask
 from opzoo.core._spec import OpSpec
-from opzoo.testing._domain import KINK_MARGIN, MAX_RANK, domain_box, index_ends, min_sizes, push_from_kinks
+from opzoo.testing._domain import (
+    BOX,
+    KINK_MARGIN,
+    MAX_RANK,
+    domain_box,
+    index_ends,
+    min_sizes,
+    push_from_kinks,
+)
 
 #: The large edge input has this many elements: fast paths that switch on size are exercised too.
 EDGE_SIZE = 100_000
@@ -22,6 +31,8 @@ def fixed_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
     kinks; otherwise shaped by the signature, each dimension name a different small size (at least
     its declared minimum), with a loop dimension where the op takes one."""
     sig = spec.contract.sig
+    if drawn_only(spec):
+        return []
     if not sig.elementwise:
         names = sorted({d for core in sig.inputs for d in core if not d.isdigit()})
         mins = min_sizes(spec)
@@ -36,6 +47,8 @@ def fixed_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
                 values = torch.linspace(-2.0 + 0.3 * i, 2.5 - 0.2 * i, n, dtype=torch.float64)
                 xs.append(values[: math.prod(shape)].reshape(shape).to(device))
             out.append(_with_constants(spec, xs, dims, device))
+        if _optional(spec):  # the first with None there, then as given
+            out.insert(0, _none_where_optional(spec, out[0]))  # type: ignore[arg-type]
         return out
     lo, hi = domain_box(spec.contract.domain, KINK_MARGIN)
     kinks = spec.contract.kinks_at()
@@ -57,6 +70,8 @@ def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
     its own, never all at the centre (the origin of an n-ary op, where atan2 or pow has no
     derivative) nor on a grid that lines up with kinks."""
     sig = spec.contract.sig
+    if drawn_only(spec):
+        return []
     if sig.elementwise:
         plans: list[tuple[list[tuple[int, ...]], dict[str, int], float]] = [
             ([shape], {}, 1.0)
@@ -74,7 +89,8 @@ def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
             xs.append(push_from_kinks(x, kinks, KINK_MARGIN, (lo, hi)).reshape(shape).to(device))
         # constants (masks, class targets) get values of their kind whether or not a named dimension
         # bounds them: a mask of an op with scalar cores, "(),()->()", is still a mask
-        out.append(_with_constants(spec, xs, dims, device))
+        made = _with_constants(spec, xs, dims, device)
+        out.append(_none_where_optional(spec, made) if phase % 2 == 0 else made)
     return out
 
 
@@ -136,13 +152,38 @@ def _spread(n: int, i: int, phase: int, lo: float, hi: float) -> torch.Tensor:
     return lo + (hi - lo) * (0.04 + 0.92 * frac[order])
 
 
+def drawn_only(spec: OpSpec) -> bool:
+    """Whether an input is drawn by a user's strategy alone (:class:`~opzoo.Drawn` without a map):
+    then there are no fixed or edge inputs, which need a deterministic map."""
+    sets = spec.arguments.sets if spec.arguments is not None else {}
+    return any(isinstance(kind, Drawn) and kind.map is None for kind in sets.values())
+
+
+def in_sets(spec: OpSpec, xs: list[torch.Tensor], box: float) -> list[torch.Tensor]:
+    """``xs`` (free float64 values) with each input that lives in a set mapped into it (as drawn
+    inputs are), then each inverse permutation made the inverse of the one it names."""
+    if spec.arguments is None:
+        return list(xs)
+    sets, out = spec.arguments.sets, list(xs)
+    for i, kind in sets.items():
+        if not (isinstance(kind, Drawn) and kind.map is None):  # a strategy's draw is taken as it is
+            out[i] = kind.draw(xs[i].to(torch.float64), box)
+    for i, j in spec.arguments.inverses.items():
+        out[i] = cast(Permutation, sets[i]).inverse(out[j])
+    return out
+
+
 def _with_constants(
     spec: OpSpec, xs: list[torch.Tensor], dims: Mapping[str, int], device: str | torch.device
 ) -> tuple[torch.Tensor, ...]:
-    """``xs`` with each input that is not differentiated given deterministic values of its kind."""
+    """``xs`` with each input that lives in a set mapped into it, and each input that is not
+    differentiated otherwise given deterministic values of its kind."""
     kinds = spec.arguments.constants if spec.arguments is not None else {}
-    out = list(xs)
+    sets = spec.arguments.sets if spec.arguments is not None else {}
+    out = in_sets(spec, list(xs), BOX)
     for i, kind in kinds.items():
+        if i in sets:
+            continue
         shape = tuple(xs[i].shape)
         k = torch.arange(math.prod(shape), dtype=torch.int64)
         if isinstance(kind, Mask):
@@ -151,4 +192,17 @@ def _with_constants(
             low, high = index_ends(kind, dims)
             values = (k * 7 + 3) % max(1, high - low) + low
         out[i] = values.reshape(shape).to(device=device, dtype=getattr(torch, kind.dtype))
-    return tuple(out)
+    # an op that takes no tensor of fewer dimensions gets leading ones (the same values, in order)
+    rank = spec.contract.min_rank
+    return tuple(x.reshape((1,) * (rank - x.dim()) + tuple(x.shape)) if x.dim() < rank else x for x in out)
+
+
+def _optional(spec: OpSpec) -> bool:
+    kinds = spec.arguments.constants if spec.arguments is not None else {}
+    return any(getattr(kind, "optional", False) for kind in kinds.values())
+
+
+def _none_where_optional(spec: OpSpec, xs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor | None, ...]:
+    """``xs`` with None for each optional Mask or Index: the forward takes that too."""
+    kinds = spec.arguments.constants if spec.arguments is not None else {}
+    return tuple(None if getattr(kinds.get(i), "optional", False) else x for i, x in enumerate(xs))

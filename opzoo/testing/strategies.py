@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, cast
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from opzoo.core._inputs import Drawn, InputSet
 from opzoo.core._params import Index, Mask
 from opzoo.core._spec import OpSpec
 from opzoo.testing._domain import (
@@ -28,7 +29,7 @@ from opzoo.testing._domain import (
     min_sizes,
     push_from_kinks,
 )
-from opzoo.testing._edges import EDGE_SIZE, edge_inputs, fixed_inputs
+from opzoo.testing._edges import EDGE_SIZE, edge_inputs, fixed_inputs, in_sets
 from opzoo.testing.running._hooks import Asked, hooks_of
 
 __all__ = [
@@ -60,12 +61,13 @@ SCALES = (1.0, 0.2, 0.02)
 
 
 def shapes(
-    max_dims: int = MAX_RANK, max_side: int = 5, budget: int = 256
+    max_dims: int = MAX_RANK, max_side: int = 5, budget: int = 256, min_dims: int = 0
 ) -> st.SearchStrategy[tuple[int, ...]]:
-    """Shapes from 0-d to ``max_dims``-d, sides 0..max_side, where a side of 1 is as likely as all
-    the others together (size-1 dimensions in every position: a backward that squeezes one it
-    should not, or broadcasts wrongly, is wrong only there), at most ``budget`` elements."""
-    return _shape(st.integers(0, max_dims), _side(0, max_side), budget)
+    """Shapes from ``min_dims``-d to ``max_dims``-d, sides 0..max_side, where a side of 1 is as
+    likely as all the others together (size-1 dimensions in every position: a backward that
+    squeezes one it should not, or broadcasts wrongly, is wrong only there), at most ``budget``
+    elements."""
+    return _shape(st.integers(min_dims, max_dims), _side(0, max_side), budget)
 
 
 def _side(low: int, high: int) -> st.SearchStrategy[int]:
@@ -196,17 +198,21 @@ def signature_inputs(
     sig, contract = spec.contract.sig, spec.contract
     names = list(dict.fromkeys(d for core in sig.inputs for d in core if not d.isdigit()))
     mins = min_sizes(spec)
+    sets = spec.arguments.sets if spec.arguments is not None else {}
     core_rank = max((len(core) for core in sig.inputs), default=0)
     max_loop = MAX_RANK - core_rank
     if contract.loop_dims is not None:
         max_loop = min(max_loop, contract.loop_dims)
+    fewest = min((len(core) for core in sig.inputs), default=0)
     plan = _ShapePlan(
         sizes={d: _side(mins.get(d, 0), max(max_side, mins.get(d, 0))) for d in names},
-        loop=st.integers(0, max(0, max_loop)),
+        loop=st.integers(max(0, contract.min_rank - fewest), max(0, max_loop)),
         side=_side(0, max_side),
         budget=budget,
-        broadcast=len(sig.inputs) > 1,
+        broadcast=len(sig.inputs) > 1 and contract.broadcast,
         same_rank=contract.axis is not None,
+        min_rank=contract.min_rank,
+        unscaled=frozenset(i for i, kind in sets.items() if not _mapped(kind)),
     )
     by_shape: dict[tuple[Any, ...], st.SearchStrategy[torch.Tensor]] = {}
     kinds = spec.arguments.constants if spec.arguments is not None else {}
@@ -216,13 +222,35 @@ def signature_inputs(
         kind = kinds.get(i)
         key = (i, shape, tuple(sorted(dims.items())) if kind is not None else ())
         if key not in by_shape:
-            if kind is None:
+            if i in sets:
+                by_shape[key] = _free(sets[i], shape, device)
+            elif kind is None:
                 by_shape[key] = tensors(dtype=dtype, shape=shape, device=device)
             else:
                 by_shape[key] = _constant(kind, shape, dims, device)
         return by_shape[key]
 
-    return _signature_tensors(plan, sig.inputs, tensor_of)
+    def finish(xs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        # The free values of each input in a set, scaled, mapped into it; floats in the check's dtype.
+        out = in_sets(spec, list(xs), BOX)
+        return tuple(x.to(dtype) if i in sets and x.is_floating_point() else x for i, x in enumerate(out))
+
+    return _signature_tensors(plan, sig.inputs, tensor_of).map(finish)
+
+
+def _mapped(kind: InputSet | None) -> bool:
+    """Whether an input is drawn by a map of free values (not by a user's strategy)."""
+    return kind is not None and not (isinstance(kind, Drawn) and kind.map is None)
+
+
+def _free(
+    kind: InputSet, shape: tuple[int, ...], device: str | torch.device
+) -> st.SearchStrategy[torch.Tensor]:
+    """The free float64 values an input in a set is mapped from; or the user's strategy's tensors."""
+    if _mapped(kind):
+        return tensors(shape=shape, device=device)
+    strategy = cast(Callable[[tuple[int, ...]], st.SearchStrategy[Any]], cast(Drawn, kind).strategy)
+    return strategy(shape).map(lambda t: torch.as_tensor(t).to(device))
 
 
 @dataclass(frozen=True)
@@ -235,6 +263,8 @@ class _ShapePlan:
     budget: int  # elements per input, at most
     broadcast: bool  # several inputs: loop dimensions broadcast
     same_rank: bool  # but every input has them all (an op with a Dim parameter)
+    unscaled: frozenset[int] = frozenset()  # inputs drawn by a user's strategy: taken as drawn
+    min_rank: int = 0  # every input has at least this many dimensions in all
 
 
 @st.composite
@@ -251,11 +281,12 @@ def _signature_tensors(
         own = loop
         if plan.broadcast:
             if not plan.same_rank:
-                own = own[len(own) - draw(st.integers(0, len(own))) :]
+                keep = min(len(own), max(0, plan.min_rank - len(core)))
+                own = own[len(own) - draw(st.integers(keep, len(own))) :]
             own = [1 if draw(st.booleans()) else s for s in own]
         shape = tuple(own) + tuple(int(d) if d.isdigit() else dims[d] for d in core)
         t = draw(tensor_of(i, shape, dims))
-        if t.is_floating_point() and t.numel() > 1:
+        if t is not None and t.is_floating_point() and t.numel() > 1 and i not in plan.unscaled:
             # At several scales: a softmax-like op is one-hot across [-6, 6] (hiding what its
             # backward does with a larger support), and interesting across [-0.1, 0.1].
             t = t * draw(st.sampled_from(SCALES))
@@ -275,12 +306,14 @@ def _constant(
         elements, np_dtype = st.integers(low, max(low, high - 1)), np.int64
     dtype = getattr(torch, kind.dtype)
     if math.prod(shape) == 0:
-        return st.just(torch.empty(shape, dtype=dtype, device=device))
-    return hnp.arrays(np_dtype, shape, elements=elements).map(
-        lambda a: (
-            torch.from_numpy(np.ascontiguousarray(a).copy()).reshape(shape).to(device=device, dtype=dtype)
+        values: st.SearchStrategy[Any] = st.just(torch.empty(shape, dtype=dtype, device=device))
+    else:
+        values = hnp.arrays(np_dtype, shape, elements=elements).map(
+            lambda a: (
+                torch.from_numpy(np.ascontiguousarray(a).copy()).reshape(shape).to(device=device, dtype=dtype)
+            )
         )
-    )
+    return st.one_of(st.none(), values) if kind.optional else values  # shrinks to None
 
 
 def inputs(
@@ -302,6 +335,7 @@ def inputs(
         return signature_inputs(spec, dtype=dtype, device=device)
     one = tensors(
         dtype=dtype,
+        shape=shapes(min_dims=spec.contract.min_rank),
         domain=spec.contract.domain,
         kinks=spec.contract.kinks_at(params_value),
         device=device,

@@ -16,8 +16,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from opzoo.core._inputs import InputSet
 from opzoo.core._registry import OpSpec
 from opzoo.core._signature import ShapeError
+from opzoo.testing.checks._reseed import reseeded
 
 Tensors = tuple[torch.Tensor, ...]
 
@@ -62,12 +64,17 @@ class Bound:
     #: How many tensors the op takes (its signature's differentiable inputs). Read once here: a call
     #: under torch.compile that parsed the signature would trace through its cache (and Dynamo warns).
     arity: int = field(init=False)
-    #: The forward draws random numbers (``Contract(random=True)``): each call runs under :data:`SEED`.
+    #: The forward draws random numbers (``Contract(random=True)``): each call runs under
+    #: :data:`~opzoo.testing.checks._reseed.SEED`.
     random: bool = field(init=False)
+
+    #: The set each of the op's tensors (as the checks pass them) lives in, or None.
+    sets: tuple[InputSet | None, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         self.arity = len(self.spec.contract.sig.inputs) - len(self.constants)
         self.random = self.spec.contract.random
+        self.sets = _sets(self.spec, self.constants)
 
     def __call__(self, *args: torch.Tensor) -> Any:
         if self.random:
@@ -107,7 +114,10 @@ class Bound:
             raise PropertyFailed(
                 f"the op returned {got}, but its signature {sig} declares {len(sig.outputs)}"
             )
-        shapes = [x.shape for x in self.full(*xs)]
+        full = self.full(*xs)
+        if any(x is None for x in full):
+            return outs  # an optional input left out: no shape of its to read the signature's from
+        shapes = [x.shape for x in full]
         try:
             want = self.spec.contract.output_shapes(shapes, self.params)
         except ShapeError:
@@ -122,9 +132,16 @@ class Bound:
         return outs
 
     def cast(self, dtype: torch.dtype) -> Bound:
-        """The op in ``dtype``: a learnable op's parameters rebuilt in it; a Function as it is."""
+        """The op in ``dtype``: a learnable op's parameters rebuilt in it; a Function as it is, but
+        for its float constants (an input declared ``grad=False``), which follow the dtype."""
         if self.module is None:
-            return self
+            floats = {i: c for i, c in self.constants.items() if c is not None and c.is_floating_point()}
+            if all(c.dtype == dtype for c in floats.values()):
+                return self
+            constants = {**self.constants, **{i: c.to(dtype) for i, c in floats.items()}}
+            cast = bind(self.spec, self.params, constants=constants, dtype=dtype, fast=self.fast)
+            cast.notes = self.notes  # what a check notices in the cast op is the op's
+            return cast
         device = self.extras[0].device if self.extras else "cpu"
         return bind(self.spec, self.params, dtype=dtype, device=device, fast=self.fast)
 
@@ -180,13 +197,21 @@ def _calling(
     their core dimensions last (see :class:`Bound`)."""
     sig = spec.contract.sig
     axis = spec.contract.axis
-    if not constants and axis is None:
+    sets = [s if s is not None and s.projects else None for s in _sets(spec, constants)]
+    if not constants and axis is None and not any(sets):
         return fn
     dim = params[axis] if axis is not None else None
     cored_out = [bool(core) for core in sig.outputs]
     arrange = _arranger(spec, params, constants)
 
     def call(*xs: torch.Tensor) -> Any:
+        if any(sets) and not _AS_DRAWN:
+            # The checks perturb entry by entry (gradcheck, differences along a direction, one-sided
+            # probes), which leaves a set (a symmetric matrix, an orthogonal one): every call sees
+            # the op of the projection, which moves inside the set and is the identity on it.
+            xs = tuple(
+                _projected(s, x) if s is not None and x.is_floating_point() else x for s, x in zip(sets, xs)
+            )
         out = fn(*arrange(xs))
         if dim is None:
             return out
@@ -195,6 +220,42 @@ def _calling(
         return _back(out, dim, cored_out[0])
 
     return call
+
+
+_AS_DRAWN: list[bool] = []
+
+
+@contextlib.contextmanager
+def as_drawn() -> Iterator[None]:
+    """Within: the op sees its inputs themselves, not their projections onto their sets (what a
+    forward writes into its input is seen only so)."""
+    _AS_DRAWN.append(True)
+    try:
+        yield
+    finally:
+        _AS_DRAWN.pop()
+
+
+def _sets(spec: OpSpec, constants: dict[int, torch.Tensor]) -> tuple[InputSet | None, ...]:
+    """The set of each differentiable input (by its place among them), or None."""
+    sets = spec.arguments.sets if spec.arguments is not None else {}
+    n = len(spec.contract.sig.inputs)
+    return tuple(sets.get(i) for i in range(n) if i not in constants)
+
+
+def _projected(kind: InputSet, x: torch.Tensor) -> torch.Tensor:
+    """``kind.project(x)`` in ``x``'s layout (``layout`` tests the strides the op sees), functional
+    (torch.func transforms run through it); computed in float32 at least (QR has no bfloat16)."""
+    low = x.dtype not in (torch.float32, torch.float64)
+    y = kind.project(x.float() if low else x).to(x.dtype)
+    if x.is_contiguous():
+        return y.contiguous()
+    order = sorted(range(x.dim()), key=lambda d: -x.stride(d))
+    if x.permute(order).is_contiguous():
+        inverse = sorted(range(x.dim()), key=lambda d: order[d])
+        return y.permute(order).contiguous().permute(inverse)
+    # the strided slice noncontiguous() makes: every other element of a buffer twice the size
+    return torch.stack((y, torch.zeros_like(y)), -1)[..., 0]
 
 
 def _arranger(
@@ -212,7 +273,9 @@ def _arranger(
         full = _interleave(xs, constants, n)
         if dim is None:
             return full
-        return tuple(t.movedim(-1, dim).contiguous() if c else t for t, c in zip(full, cored_in))
+        return tuple(
+            t.movedim(-1, dim).contiguous() if c and t is not None else t for t, c in zip(full, cored_in)
+        )
 
     return arrange
 
@@ -226,22 +289,6 @@ def _back(out: Any, dim: int, cored: bool) -> Any:
 def _along(op: Bound) -> str:
     axis = op.spec.contract.axis
     return "" if axis is None else f" (core dimension last; the op saw it at {axis}={op.params[axis]})"
-
-
-#: The seed every call of a random op runs under (``Contract(random=True)``).
-SEED = 20260
-
-
-@contextlib.contextmanager
-def reseeded(tensors: Sequence[Any]) -> Iterator[None]:
-    """torch's generators (the CPU's, and those of the GPUs ``tensors`` are on) forked and seeded to
-    :data:`SEED` in the block: a random forward draws the same numbers at every call."""
-    devices = sorted({t.get_device() for t in tensors if isinstance(t, torch.Tensor) and t.is_cuda})
-    with torch.random.fork_rng(devices=devices):
-        torch.default_generator.manual_seed(SEED)  # not torch.manual_seed: 1.5 ms (see _repeatable)
-        for d in devices:
-            torch.cuda.default_generators[d].manual_seed(SEED)
-        yield
 
 
 def ramp(like: torch.Tensor, k: int = 0) -> torch.Tensor:

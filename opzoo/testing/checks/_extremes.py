@@ -29,7 +29,11 @@ def extremes(op: Bound, *xs: torch.Tensor) -> None:
     diagonal = _kinks.diagonal(op, xs)
     for scale, name in itertools.product(SCALES, dtypes):
         dtype = getattr(torch, name)
-        big = tuple((x * scale).clamp(low, high).to(dtype) for x in xs)
+        # an input whose set scaling would leave (orthogonal, unit norm, an interval) keeps its values
+        big = tuple(
+            (x * scale if k is None or k.scales else x).clamp(low, high).to(dtype)
+            for x, k in zip(xs, op.sets)
+        )
         if op.spec.contract.sig.elementwise:
             inside = torch.ones(torch.broadcast_shapes(*(b.shape for b in big)), dtype=torch.bool)
             for b in big:

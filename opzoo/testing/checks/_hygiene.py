@@ -13,6 +13,7 @@ from opzoo.testing.checks import _random
 from opzoo.testing.checks._bound import (
     Bound,
     PropertyFailed,
+    as_drawn,
     bind,
     grad,
     grad_outputs,
@@ -75,6 +76,14 @@ def hygiene(op: Bound, *xs: torch.Tensor) -> None:
     outs = op.outputs(*leaves)  # checks the count and shapes against the signature
     _follows_the_input(outs, xs[0], "")
     unchanged("forward")
+    if any(s is not None and s.projects for s in op.sets):
+        # the op saw projections of the leaves (copies): given the inputs themselves, once more
+        clones = tuple(x.detach().clone() for x in xs)
+        with as_drawn(), torch.no_grad():
+            op(*clones)
+        for i, (x, c) in enumerate(zip(xs, clones)):
+            if not same_bits(c, x.detach()):
+                raise PropertyFailed(f"forward mutated its input{where(i, len(xs), '')}")
     _in_each_dtype(op, xs)
     gs = grad_outputs(outs)
     g_before = [(g.clone(), g._version) for g in gs]
@@ -185,4 +194,4 @@ def _way(exc: BaseException) -> Way:
 
 
 def _shapes(inputs: tuple[torch.Tensor, ...]) -> str:
-    return ", ".join(str(tuple(t.shape)) for t in inputs)
+    return ", ".join("None" if t is None else str(tuple(t.shape)) for t in inputs)

@@ -52,8 +52,10 @@ def check_library(bound: Bound, inputs: tuple[torch.Tensor, ...], *, full: bool 
     first = "float64" if "float64" in dtypes else dtypes[0]
     for name in dtypes:
         dtype = getattr(torch, name)
+        fixed = spec.arguments.constants if spec.arguments is not None else {}  # a float one too
         tensors = tuple(
-            t.detach().to(dtype).requires_grad_() if t.is_floating_point() else t for t in arranged
+            t.detach().to(dtype).requires_grad_(i not in fixed) if t.is_floating_point() else t
+            for i, t in enumerate(arranged)
         )
         if name == first:
             tests = FULL if full else CHEAP
@@ -173,7 +175,7 @@ def _same_as_function(
     apply = spec.bound(**params)
 
     def run(fn: Any) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
-        leaves = tuple(t.detach().clone().requires_grad_(t.is_floating_point()) for t in tensors)
+        leaves = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in tensors)
         out = fn(*leaves)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         # A fixed, distinct grad_output per output, so a swapped or dropped one shows.

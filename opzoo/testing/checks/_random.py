@@ -1,6 +1,6 @@
 """A random forward (``Contract(random=True)``: ``rand_like``, dropout): what the checks say about one.
 
-Every call of a declared one runs under one seed (:func:`~opzoo.testing.checks._bound.reseeded`), so
+Every call of a declared one runs under one seed (:func:`~opzoo.testing.checks._reseed.reseeded`), so
 that it is a function of its inputs for every property. One not declared fails where two runs are
 compared (``layout``, ``compile``): :func:`hint` then says what it looks like.
 """

@@ -10,8 +10,9 @@ import torch
 
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _budget, _kinks, _steps
-from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, reseeded, vjp
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp
 from opzoo.testing.checks._compare import TOLERANCES, close, where
+from opzoo.testing.checks._reseed import reseeded
 from opzoo.testing.strategies import KINK_MARGIN
 
 

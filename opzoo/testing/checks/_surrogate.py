@@ -51,7 +51,7 @@ def surrogate_gradient(op: Bound, *xs: torch.Tensor) -> None:
     contract = op.spec.contract
     dtypes = [getattr(torch, name) for name in contract.dtypes]
     for dtype in dtypes:
-        _compare(op, tuple(x.to(dtype) for x in xs))
+        _compare(op.cast(dtype), tuple(x.to(dtype) for x in xs))  # float constants follow the dtype
     if not contract.sig.elementwise:
         return
     for scale in SCALES:

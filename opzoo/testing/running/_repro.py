@@ -26,7 +26,9 @@ def describe(last: dict[str, Any]) -> dict[str, Any]:
         "fast": last["fast"],
         "edge": edge,
         "inputs": [
-            {
+            None  # an optional input, not given
+            if x is None
+            else {
                 "shape": tuple(x.shape),
                 "strides": tuple(x.stride()),
                 "dtype": str(x.dtype).removeprefix("torch."),
@@ -67,14 +69,16 @@ def repro(
     if expr == "spec":
         head += "  spec = ...  # the op as it was checked: spec_of(YourFunction, contract)\n"
     call = f"replay({expr}, {prop!r}, dict({args}), *xs{full})"
-    if any(t["values"] is None for t in example["inputs"]):
+    if any(t is not None and t["values"] is None for t in example["inputs"]):
         return (
             head
             + "  from opzoo.testing.strategies import edge_inputs\n"
             + f"  xs = edge_inputs({expr}, 'cpu')[{example['edge']}]\n  {call}"
         )
     made = [
-        f"torch.tensor({t['values']!r}, dtype=torch.{t['dtype']}).reshape({t['shape']!r})"
+        "None"
+        if t is None
+        else f"torch.tensor({t['values']!r}, dtype=torch.{t['dtype']}).reshape({t['shape']!r})"
         for t in example["inputs"]
     ]
     return head + "  xs = [\n      " + ",\n      ".join(made) + ",\n  ]\n  " + call

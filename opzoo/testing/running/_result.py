@@ -60,6 +60,9 @@ class Result:
             else:
                 lines.append(f"  example:   params {e['params']}")
                 for i, t in enumerate(shown):
+                    if t is None:
+                        lines.append(f"  input {i}:   None (an optional input, not given)")
+                        continue
                     lines.append(
                         f"  input {i}:   shape {t['shape']}, strides {t['strides']}, dtype {t['dtype']}"
                     )
