@@ -51,3 +51,18 @@ class Log(torch.autograd.Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g / torch.where(x > 2, x + 1, x)
+
+
+class Dropout(torch.autograd.Function):
+    """Random forward (declared random=True by scan); the backward drops the mask: wrong wherever an
+    element was dropped."""
+
+    @staticmethod
+    def forward(ctx, x):
+        mask = (torch.rand_like(x) > 0.5).to(x.dtype) * 2
+        ctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2

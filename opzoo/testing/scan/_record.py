@@ -1,8 +1,9 @@
 """What ``opzoo scan`` inferred of one Function, as a plain record, and the declaration it makes.
 
-:class:`Inferred` holds what the probes found, whether or not a declaration can say it today;
-:func:`declaration` turns it into ``declare()``'s keyword arguments, or says which field it would
-need. :data:`NOT_YET` is the one place that knows which fields the Contract lacks. No torch.
+:class:`Inferred` holds what the probes found; :func:`declaration` turns it into ``declare()``'s
+keyword arguments (per-input domains and undifferentiated inputs as :class:`opzoo.Floats`, a backward
+that is no derivative as ``gradient="by design: ..."``), :func:`declaration_text` into Python to paste.
+No torch.
 """
 
 from __future__ import annotations
@@ -11,26 +12,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from opzoo.core._contract import DEFAULT_DTYPES
+from opzoo.core._contract import BY_DESIGN, DEFAULT_DTYPES
+from opzoo.core._inputs import Floats
 from opzoo.core._params import Dim, Param
 from opzoo.core._signature import ELEMENTWISE
 
-__all__ = ["NOT_YET", "Inferred", "declaration", "declaration_text", "status_of"]
+__all__ = ["Inferred", "declaration", "declaration_text", "status_of"]
 
 INFERRED, NOT_CHECKED, CANNOT = "inferred", "inferred, gradient not checked", "cannot infer"
-
-#: What the probes may find that a declaration cannot say yet, each with the field and the point of
-#: issue 29 that adds it. Once a field lands, its entry goes and :func:`declaration` emits it.
-NOT_YET: dict[str, str] = {
-    "domain": "a domain per input (inputs={name: opzoo.Floats(lo, hi)}, issue 29 point 1)",
-    "no_grad": "a float input that is not differentiated (opzoo.Floats(grad=False), issue 29 point 2)",
-    "broadcast": "broadcast=False (issue 29 point 2)",
-    "min_rank": "min_rank=1 (issue 29 point 2)",
-    "by_design": 'gradient="by design: ..." (issue 29 point 3)',
-    "linear_in_grad": "linear_in_grad=False (issue 29 point 3)",
-    "random": "random=True (issue 29 point 3)",
-}
-
 
 @dataclass
 class Inferred:
@@ -62,24 +51,32 @@ class Inferred:
 
 
 def _wanted(rec: Inferred) -> dict[str, Any]:
-    """Every field the record asks a declaration for, by its key in :data:`NOT_YET` or the Contract."""
+    """Every field the record asks a declaration for, by its name in ``declare()``; ``inputs`` as
+    name -> (low, high, grad), what :class:`opzoo.Floats` takes."""
     unary = rec.signature == ELEMENTWISE
     out: dict[str, Any] = {}
     if rec.signature != ELEMENTWISE:
         out["signature"] = rec.signature
-    if rec.domain and unary:
-        out["domain_unary"] = next(iter(rec.domain.values()))
-    elif rec.domain:
-        out["domain"] = dict(rec.domain)
+    if rec.domain and unary and not rec.no_grad:
+        out["domain"] = next(iter(rec.domain.values()))
+    inputs = {} if "domain" in out else {n: (*rec.domain[n], True) for n in rec.domain}
+    for name in rec.no_grad:
+        low, high, _ = inputs.get(name, (-math.inf, math.inf, True))
+        inputs[name] = (low, high, False)
+    if inputs:
+        out["inputs"] = {n: inputs[n] for n in rec.tensors if n in inputs}
     if rec.params:
         out["params"] = dict(rec.params)
     if rec.min_sizes:
         out["min_sizes"] = dict(rec.min_sizes)
     if tuple(rec.dtypes) != DEFAULT_DTYPES:
         out["dtypes"] = tuple(rec.dtypes)
-    for key, unset in (("no_grad", ()), ("broadcast", True), ("min_rank", 0), ("by_design", "")):
-        if getattr(rec, key) != unset:
-            out[key] = getattr(rec, key)
+    if not rec.broadcast:
+        out["broadcast"] = False
+    if rec.min_rank:
+        out["min_rank"] = rec.min_rank
+    if rec.by_design:
+        out["gradient"] = f"{BY_DESIGN} {rec.by_design}"
     if not rec.linear_in_grad:
         out["linear_in_grad"] = False
     if rec.random:
@@ -88,21 +85,14 @@ def _wanted(rec: Inferred) -> dict[str, Any]:
 
 
 def declaration(rec: Inferred) -> tuple[dict[str, Any] | None, str]:
-    """``declare()``'s keyword arguments for ``rec`` (Params made), or None and why not."""
+    """``declare()``'s keyword arguments for ``rec`` (Params and input sets made), or None and why not."""
     if rec.why:
         return None, rec.why
-    wanted = _wanted(rec)
-    missing = [NOT_YET[key] for key in wanted if key in NOT_YET]
-    if missing:
-        return None, "needs " + "; ".join(missing)
-    kwargs: dict[str, Any] = {}
-    for key, value in wanted.items():
-        if key == "params":
-            kwargs["params"] = {name: _param(kind, d) for name, (kind, d) in value.items()}
-        elif key == "domain_unary":
-            kwargs["domain"] = tuple(value)
-        else:  # a field of NOT_YET, once it lands, is spelled here (by_design: gradient=...)
-            kwargs[key] = value
+    kwargs = _wanted(rec)
+    if "params" in kwargs:
+        kwargs["params"] = {name: _param(kind, d) for name, (kind, d) in kwargs["params"].items()}
+    if "inputs" in kwargs:
+        kwargs["inputs"] = {n: Floats(lo, hi, grad=grad) for n, (lo, hi, grad) in kwargs["inputs"].items()}
     return kwargs, ""
 
 
@@ -133,9 +123,13 @@ def _param_text(kind: str, d: Any) -> str:
     return f"opzoo.Param({d!r}, {d!r}, {d!r})"
 
 
+def _floats_text(low: float, high: float, grad: bool) -> str:
+    bounds = [] if (low, high) == (-math.inf, math.inf) else [_number(low), _number(high)]
+    return f"opzoo.Floats({', '.join(bounds + ([] if grad else ['grad=False']))})"
+
+
 def declaration_text(rec: Inferred) -> str:
-    """The declaration as Python to paste (with the fields that need issue 29's later points, as they
-    will be spelled); empty where nothing was inferred."""
+    """The declaration as Python to paste; empty where nothing was inferred."""
     if rec.why:
         return ""
     parts = []
@@ -144,15 +138,11 @@ def declaration_text(rec: Inferred) -> str:
             shown = ", ".join(f"{n!r}: {_param_text(k, d)}" for n, (k, d) in value.items())
             pinned = any(kind != "dim" for kind, _ in value.values())
             parts.append(f"params={{{shown}}}," + ("  # pinned at upstream's defaults: widen" * pinned))
-        elif key == "domain_unary":
-            parts.append(f"domain=({_number(value[0])}, {_number(value[1])})")
         elif key == "domain":
-            sets = [f"{n!r}: opzoo.Floats({_number(a)}, {_number(b)})" for n, (a, b) in value.items()]
+            parts.append(f"domain=({_number(value[0])}, {_number(value[1])})")
+        elif key == "inputs":
+            sets = [f"{n!r}: {_floats_text(*v)}" for n, v in value.items()]
             parts.append("inputs={" + ", ".join(sets) + "}")
-        elif key == "no_grad":
-            parts.append("inputs={" + ", ".join(f"{n!r}: opzoo.Floats(grad=False)" for n in value) + "}")
-        elif key == "by_design":
-            parts.append(f'gradient="by design: {value}"')
         else:
             parts.append(f"{key}={value!r}")
     module, _, qualname = rec.path.partition(":")
