@@ -175,6 +175,47 @@ CAUSES = (
         "none found for hypot; pytorch/pytorch#2421 (closed) was the same for norm",
     ),
     Cause(
+        "div-square-underflows",
+        TORCH_DEFECT,
+        "div(x, y) where y^2 underflows (|y| below about 1e-154): torch's gradient in y is "
+        "`-grad * ((x / y) / y)`; `(x / y) / y` overflows to inf, and where that element's grad_output is "
+        "0 the product is 0 * inf = nan. The exact value there is 0 (with a broadcast x, an output element "
+        "that does not depend on that y asks for exactly this), and `-((grad * x) / y) / y` gives it. "
+        "torch's gradcheck fails the same input. A corner of float64 (the derivative itself, -x/y^2, is "
+        "not representable there), but a nan for a zero grad_output is torch's order of operations.",
+        ("div",),
+        ("gradient",),
+        "analytical nan",
+        ("div_square_underflows",),
+        "none found",
+    ),
+    Cause(
+        "norm-zero-component",
+        TORCH_DEFECT,
+        "dist (a p-norm) with 2 < p < 3 where one component of x - y is 0 and the norm is not: the norm "
+        "is twice differentiable there (|t|^p is, for p > 2) and its second derivative in that component "
+        "is 0, but torch's backward computes `x * |x|^(p-2)`, whose derivative meets |x|^(p-3) = inf at "
+        "0 times a zero factor: nan. From p = 3 on it is 0. torch's gradgradcheck fails the same input.",
+        ("dist",),
+        ("double_backward",),
+        "analytical nan",
+        ("norm_zero_component",),
+        "none found",
+    ),
+    Cause(
+        "normalize-zero-row",
+        TORCH_DEFECT,
+        "F.normalize at a row that is 0: the output is x / max(||x||, eps), which near 0 is x / eps, "
+        "linear, so its second derivative is 0; but the norm's own second derivative at 0 is nan (the "
+        "apex of its cone), and clamp_min's zero gradient to the norm does not stop it: 0 * nan = nan. "
+        "torch's gradgradcheck fails the same input.",
+        ("normalize",),
+        ("double_backward",),
+        "nan",
+        ("normalize_zero_row",),
+        "none found",
+    ),
+    Cause(
         "not-differentiable-there",
         OPZOO,
         "The counterexample sits where the op has no derivative: a tie (two equal values of a max, a "
@@ -368,6 +409,60 @@ def _hypot() -> tuple[bool, list[str]]:
     ]
 
 
+def _div_tiny() -> tuple[bool, list[str]]:
+    import torch
+
+    x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    lines, nan = [], []
+    for y0 in (1e-150, 1.5e-214):
+        y = torch.tensor([y0, 1.0], dtype=torch.float64, requires_grad=True)
+        (gy,) = torch.autograd.grad(torch.div(x, y), y, torch.tensor([0.0, 1.0], dtype=torch.float64))
+        nan.append(bool(gy[0].isnan()))
+        lines.append(f"div(1, [{y0:g}, 1]), grad_output [0, 1]: gradient in y {gy.tolist()} (exact [0, -1])")
+    try:
+        torch.autograd.gradcheck(torch.div, (x, y))
+        peer = "passes"
+    except RuntimeError as e:  # GradcheckError
+        analytical = " ".join(str(e).partition("analytical:")[2].split())
+        peer = f"fails, its analytical Jacobian in y {analytical}"
+    lines.append(f"gradcheck at y = [1.5e-214, 1]: {peer} (the nan is the element in y[0] of output 1)")
+    return nan == [False, True] and "nan" in peer, lines
+
+
+def _norm_zero_component() -> tuple[bool, list[str]]:
+    import torch
+
+    a = torch.tensor([[0.0, 0.0]], dtype=torch.float64, requires_grad=True)
+    b = torch.tensor([[0.0, 1.0]], dtype=torch.float64)
+    lines, rows = [], []
+    for p in (2.875, 3.0):
+        (g,) = torch.autograd.grad(torch.dist(a, b, p), a, create_graph=True)
+        (h,) = torch.autograd.grad(g[0, 0], a)
+        rows.append(h[0].tolist())
+        lines.append(
+            f"dist([[0, 0]], [[0, 1]], p={p}): d/dx0 of its gradient in x0 {h[0].tolist()} (exact [0, 0])"
+        )
+    peer = torch.autograd.gradgradcheck(lambda a: torch.dist(a, b, 2.875), (a,), raise_exception=False)
+    lines.append(f"gradgradcheck at p = 2.875: {peer}")
+    return rows[0][0] != rows[0][0] and rows[1] == [0.0, 0.0] and not peer, lines
+
+
+def _normalize_zero_row() -> tuple[bool, list[str]]:
+    import torch
+    import torch.nn.functional as F
+
+    z = torch.tensor([[0.0], [1.0]], dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(
+        F.normalize(z, dim=-1), z, torch.ones(2, 1, dtype=torch.float64), create_graph=True
+    )
+    (h,) = torch.autograd.grad(g.sum(), z)
+    peer = torch.autograd.gradgradcheck(lambda z: F.normalize(z, dim=-1), (z,), raise_exception=False)
+    return bool(h[0].isnan().all()) and not peer, [
+        f"normalize([[0], [1]], dim=-1): gradient {g.tolist()}, its derivative {h.tolist()} "
+        f"(exact [[0], [0]]); gradgradcheck: {peer}"
+    ]
+
+
 def _cumprod_tiny() -> tuple[bool, list[str]]:
     import torch
 
@@ -414,6 +509,9 @@ EVIDENCE: dict[str, Callable[[], tuple[bool, list[str]]]] = {
     "clamp_equal_bounds": _clamp_equal,
     "pow_exponent_zero": _pow_zero,
     "hypot_origin": _hypot,
+    "div_square_underflows": _div_tiny,
+    "norm_zero_component": _norm_zero_component,
+    "normalize_zero_row": _normalize_zero_row,
 }
 
 

@@ -105,13 +105,16 @@ def _entmax15() -> tuple[bool, list[str]]:
 
 @evidence("entmax_bisect_nan_second")
 def _entmax_bisect() -> tuple[bool, list[str]]:
-    from entmax.root_finding import EntmaxBisectFunction
+    from entmax.root_finding import EntmaxBisectFunction, NormmaxBisectFunction
 
     ok, lines = _nan_second(lambda x: EntmaxBisectFunction.apply(x, 1.5, -1), t([1.5, 0.2, -2.0]))
-    return ok, [
+    ok_n, lines_n = _nan_second(lambda x: NormmaxBisectFunction.apply(x, 1.5, -1), t([1.5, 0.2, -2.0]))
+    return ok and ok_n, [
         "EntmaxBisectFunction.apply(x, 1.5, -1); backward: torch.where(Y > 0, Y ** (2 - alpha), 0): "
         "the unselected branch's derivative at Y = 0 is inf, and 0 * inf = nan",
         *lines,
+        "NormmaxBisectFunction.apply(x, 1.5, -1); its backward takes the same where (`b`):",
+        *lines_n,
     ]
 
 
@@ -420,19 +423,6 @@ def _roma_batched() -> tuple[bool, list[str]]:
     ]
 
 
-@evidence("roma_strides")
-def _roma_strides() -> tuple[bool, list[str]]:
-    from roma.mappings import _ProcrustesManualDerivatives as P
-
-    m = torch.randn(1, 2, 2, dtype=F64, generator=torch.Generator().manual_seed(0))
-    outs = P.apply(m, True, 0.0)
-    strides = [o.stride() for o in outs]
-    return not outs[2].is_contiguous(), [
-        f"_ProcrustesManualDerivatives.apply(M of shape (1, 2, 2), contiguous): the outputs' strides "
-        f"{strides}; US (output 2) is column-major, as torch.linalg.svd returns U; values right",
-    ]
-
-
 @evidence("roma_degenerate")
 def _roma_degenerate() -> tuple[bool, list[str]]:
     from roma.mappings import _ProcrustesManualDerivatives as P
@@ -584,19 +574,6 @@ def _batched_promotion() -> tuple[bool, list[str]]:
         f"a 0-d float32 grad_output times a 0-d float64 saved input, inside backward: "
         f"{Probe.seen[0]} under is_grads_batched, {Probe.seen[1]} in a plain call, so exp(100) * g "
         "overflows float32 there (inf / inf = nan)",
-    ]
-
-
-@evidence("sparsemax_strides")
-def _sparsemax_strides() -> tuple[bool, list[str]]:
-    from sparsemax.sparsemax import SparsemaxFunction
-
-    x = torch.zeros(2, 2, 1, dtype=F64)
-    y = SparsemaxFunction.apply(x, -1)
-    return y.stride() == (1, 2, 4), [
-        f"SparsemaxFunction.apply(x, -1), x of shape {tuple(x.shape)} (contiguous, strides "
-        f"{x.stride()}): an output of strides {y.stride()}, column-major (flatten_all_but_nth_dim "
-        "transposes and back); values right, and legal in eager torch",
     ]
 
 

@@ -234,6 +234,8 @@ def test_a_correct_formula_that_rounds_in_a_short_dtype_passes_reference(cls):
 
     result = check_property(spec_of(cls), "reference", profile="ci")
     assert result.status == "pass", result.report()
+    told = [n.partition(":")[0] for n in result.notes if "its rounding, not an error" in n]
+    assert told and len(told) == len(set(told)), result.notes  # one per dtype: the worst
     for shape in [(991, 101), (1, 2, 1, 2, 2)]:
         _reference_on(cls, *_edge(spec_of(cls), shape))
 
@@ -313,3 +315,17 @@ def test_steps_in_a_dtype_round_each_step_in_place_ones_and_those_without_a_kern
     with StepsIn(torch.bfloat16):
         v = torch.special.log_ndtr(x)
     assert torch.equal(v, torch.special.log_ndtr(x).to(torch.bfloat16).double())
+
+
+def test_one_rounding_note_per_dtype_the_worst():
+    """Each failing element of each example tells its rounding; a result keeps, per dtype, the note
+    of the gradient furthest off, where that dtype's first note was, and every other note."""
+    from opzoo.testing.checks._steps import rounding_note, worst_rounding
+
+    f32, bf16 = torch.float32, torch.bfloat16
+    notes = [rounding_note(bf16, 18.3, 0, 18.3), "other", rounding_note(f32, 4.55e3, 673, 4.55e3)]
+    notes += [rounding_note(bf16, 214, 36.5, 214), rounding_note(f32, 43.4, 13.2, 43.4)]
+    assert worst_rounding(notes) == [notes[3], "other", notes[2]]
+    assert worst_rounding([rounding_note(f32, math.inf, 1, math.inf), notes[2]]) == [
+        rounding_note(f32, math.inf, 1, math.inf)
+    ]

@@ -13,7 +13,8 @@ rounds as it would in the dtype: a property of its formula, whatever its lower-d
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import re
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -160,3 +161,26 @@ def rounding_note(dtype: torch.dtype, k: float, k_par: float, k_steps: float) ->
     if dtype == torch.float32:
         return said + "; a cancellation: compute the cancelling part another way, or in float64"
     return said + "; computing in float32 inside, as torch's kernels do, would make it about torch's"
+
+
+_ROUNDING = re.compile(r"gradient in (\w+): (\S+) eps off where the reference in ")
+
+
+def worst_rounding(notes: Iterable[str]) -> list[str]:
+    """``notes`` with one :func:`rounding_note` per dtype, the one whose gradient is furthest off
+    (each failing element of each example tells its own figures), where the first of them was."""
+    out: list[str] = []
+    at: dict[str, tuple[int, float]] = {}
+    for note in notes:
+        told = _ROUNDING.match(note)
+        if told is None:
+            out.append(note)
+            continue
+        dtype, k = told[1], float(told[2])
+        if dtype not in at:
+            at[dtype] = (len(out), k)
+            out.append(note)
+        elif k > at[dtype][1]:
+            at[dtype] = (at[dtype][0], k)
+            out[at[dtype][0]] = note
+    return out

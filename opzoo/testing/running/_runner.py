@@ -15,6 +15,7 @@ from hypothesis.errors import HypothesisException
 from opzoo.core._spec import OpSpec
 from opzoo.exceptions import one_line
 from opzoo.testing.checks._bound import PropertyFailed, PropertySkipped, bind, rejects
+from opzoo.testing.checks._steps import worst_rounding
 from opzoo.testing.properties import PROPERTIES, Property
 from opzoo.testing.running import _cases, _profiles
 from opzoo.testing.running._cases import split
@@ -108,8 +109,8 @@ def check_property(
     if failure is None:
         if not tried.ran:
             why = "the forward rejected every input (see the accepts property)"
-            return Result(spec.name, prop, device, "skip", why, seconds=took, notes=list(tried.notes))
-        return Result(spec.name, prop, device, "pass", seconds=took, notes=list(tried.notes))
+            return Result(spec.name, prop, device, "skip", why, seconds=took, notes=tried.told())
+        return Result(spec.name, prop, device, "pass", seconds=took, notes=tried.told())
     if isinstance(failure, PropertyTimeout):
         reason = f"timed out after {timeout:g} s: the op hung?"
         return Result(spec.name, prop, device, "fail", reason, seconds=took, timed_out=True)
@@ -233,6 +234,10 @@ class _Trial:
         self.ran += 1
         return True
 
+    def told(self) -> list[str]:
+        """What the checks noticed, one rounding note per dtype: the worst (each example tells its own)."""
+        return worst_rounding(self.notes)
+
     def failed(self, exc: BaseException, took: float, reproduce: Any) -> Result:
         """The result of a property that raised ``exc``: a skip if the check says so, else a
         failure with the example, the worst mismatch and ``reproduce(example)``'s lines."""
@@ -257,7 +262,7 @@ class _Trial:
             getattr(cause, "details", {}).get("worst"),
             took,
             reproduce(example),
-            list(self.notes),
+            self.told(),
         )
 
 
