@@ -37,6 +37,7 @@ RUNTIME = frozenset(
         "opzoo.core._default._default",
         "opzoo.core._own_state._WALKED",
         "opzoo.library._BRIDGED",
+        "opzoo.testing.running._cases._memo",
         "opzoo.testing.mutation._mutant_facts._FOUND",
     }
 )
