@@ -66,7 +66,8 @@ def edge_inputs(spec: OpSpec, device: str) -> list[tuple[torch.Tensor, ...]]:
     repro can rebuild it by its index: one element at several values (0-d, and of every core
     dimension 1), empty ones, a size-1 dimension between others (``(3, 1, 4)``: a ``squeeze()``
     without a dim shows there), five dimensions, and a large input (at least ``_bound.LARGE``
-    elements, where a size-switched fast path would hide). Values are spread over the box, each input
+    elements, where a size-switched fast path would hide) and, for an n-ary op that broadcasts, inputs
+    whose loops broadcast against each other. Values are spread over the box, each input
     its own, never all at the centre (the origin of an n-ary op, where atan2 or pow has no
     derivative) nor on a grid that lines up with kinks."""
     sig = spec.contract.sig
@@ -127,6 +128,11 @@ def _general_edges(spec: OpSpec) -> list[tuple[list[tuple[int, ...]], dict[str, 
         side = math.ceil(EDGE_SIZE ** (1 / rank)) if rank > 1 else 101
         loop = (math.ceil(EDGE_SIZE / side),) if rank == 1 and max_loop else ()
         plans.append(shapes(side, loop))
+    if len(sig.inputs) > 1 and spec.contract.broadcast and max_loop >= 2:
+        # loops that broadcast against each other, (2, 1) with (3,): a backward that does not sum a
+        # broadcast input's gradient back (or averages it) shows here whatever hypothesis draws
+        cores, dims, _ = shapes(2, ())
+        plans.append(([((2, 1) if i % 2 == 0 else (3,)) + c for i, c in enumerate(cores)], dims, 1.0))
     return plans
 
 
