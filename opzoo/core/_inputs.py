@@ -75,6 +75,18 @@ def _symmetric(x: Any) -> Any:
     return (x + x.mT) / 2
 
 
+def interval(low: float, high: float, margin: float, box: float) -> tuple[float, float]:
+    """Where values of ``[low, high]`` are drawn: less ``margin`` (relative where an end is large)
+    at finite ends, ``box`` wide where the interval is unbounded (a declared domain's box too)."""
+    lo = low + max(margin, abs(low) * 1e-6) if math.isfinite(low) else -box
+    hi = high - max(margin, abs(high) * 1e-6) if math.isfinite(high) else box
+    if math.isfinite(low) and not math.isfinite(high):
+        hi = max(lo + box, hi)
+    if math.isfinite(high) and not math.isfinite(low):
+        lo = min(hi - box, lo)
+    return lo, hi
+
+
 @dataclass(frozen=True)
 class Floats(InputSet):
     """Floats in the interval ``[low, high]`` (kept a margin inside a finite end); any by default."""
@@ -97,14 +109,7 @@ class Floats(InputSet):
     def interval(self, box: float) -> tuple[float, float]:
         """Where drawn values lie: the interval less a margin at finite ends, ``box`` wide where it
         is unbounded."""
-        low, high = float(self.low), float(self.high)
-        lo = low + max(MARGIN, abs(low) * 1e-6) if math.isfinite(low) else -box
-        hi = high - max(MARGIN, abs(high) * 1e-6) if math.isfinite(high) else box
-        if math.isfinite(low) and not math.isfinite(high):
-            hi = max(lo + box, hi)
-        if math.isfinite(high) and not math.isfinite(low):
-            lo = min(hi - box, lo)
-        return lo, hi
+        return interval(float(self.low), float(self.high), MARGIN, box)
 
     def draw(self, free: Any, box: float) -> Any:
         lo, hi = self.interval(box)

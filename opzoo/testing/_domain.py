@@ -4,11 +4,11 @@ smallest size of each core dimension; the range of an integer input. Shared by t
 
 from __future__ import annotations
 
-import math
 from typing import Iterable, Mapping
 
 import torch
 
+from opzoo.core._inputs import interval
 from opzoo.core._params import Index
 from opzoo.core._spec import OpSpec
 
@@ -22,14 +22,7 @@ MAX_RANK = 5
 
 def domain_box(domain: tuple[float, float], margin: float) -> tuple[float, float]:
     """The interval inputs are drawn from: the domain less ``margin`` at open ends, else [-BOX, BOX]."""
-    low, high = domain
-    lo = low + max(margin, abs(low) * 1e-6) if math.isfinite(low) else -BOX
-    hi = high - max(margin, abs(high) * 1e-6) if math.isfinite(high) else BOX
-    if math.isfinite(low) and not math.isfinite(high):
-        hi = max(lo + BOX, hi)
-    if math.isfinite(high) and not math.isfinite(low):
-        lo = min(hi - BOX, lo)
-    return lo, hi
+    return interval(float(domain[0]), float(domain[1]), margin, BOX)
 
 
 def push_from_kinks(

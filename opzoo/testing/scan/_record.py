@@ -21,6 +21,7 @@ __all__ = ["Inferred", "declaration", "declaration_text", "status_of"]
 
 INFERRED, NOT_CHECKED, CANNOT = "inferred", "inferred, gradient not checked", "cannot infer"
 
+
 @dataclass
 class Inferred:
     """What the probes found of one Function (``why`` set: they could not infer it, because...).
