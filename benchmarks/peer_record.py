@@ -4,6 +4,10 @@ inputs opzoo draws, so that nothing the peer catches passes unexplained.
     .venv/bin/python benchmarks/peer_record.py --set zoo -j 2 --json zoo.json
     .venv/bin/python benchmarks/peer_record.py --set fixtures --md fixtures.md
     .venv/bin/python benchmarks/peer_record.py --set native softmax relu --check none
+    /tmp/opzoo-real-world/bin/python benchmarks/peer_record.py --set real-world --check green
+
+The real-world set (benchmarks/real_world_ops.py) imports its packages: it runs in the scratch venv of
+benchmarks/real_world.py, which that script sets up.
 
 For each op of the set, a ``peer`` property (this script's only) runs through opzoo's own runner under
 the ci profile with ``gradient``'s inputs (drawn, two fixed, the edges): hypothesis draws the same
@@ -38,7 +42,7 @@ from typing import Any
 from _peer import CHECKS, ROWS, fails, install, judge
 
 ROOT = Path(__file__).resolve().parent.parent
-SETS = ("zoo", "correct", "wrong", "upstream", "native")
+SETS = ("zoo", "correct", "wrong", "upstream", "native", "real-world")
 
 
 # -- one op, on a worker --------------------------------------------------------------------------
@@ -84,7 +88,8 @@ def work(spec: Any, what: str, *, device: str = "cpu", timeout: float | None = N
 
 def registry(which: str) -> Any:
     """The ops of a set, in a registry: the zoo as installed, or the fixtures of tests/ (correct,
-    wrong, upstream) or benchmarks/native_table.py's, each in a private one."""
+    wrong, upstream), benchmarks/native_table.py's or benchmarks/real_world_ops.py's, each in a
+    private one."""
     import opzoo
 
     if which == "zoo":
@@ -114,6 +119,10 @@ def _fixtures(which: str) -> dict[str, Any]:
         names = ("SPARSEMAX", "NLL", "PAIRMEAN", "SCALE", "GRAM", "SIGMOID_SPIKE", "PIECEWISE_SPIKE")
         names += ("SPARSEMAX_BISECT", "MASKED", "WITH_SIGN", "WITH_CUBE", "SINE_SPIKE")
         return {f"up_{n.lower()}": getattr(d, n) for n in names}
+    if which == "real-world":  # the packages of benchmarks/real_world.py's scratch venv
+        import real_world_ops
+
+        return {name: entry.op for name, entry in real_world_ops.OPS.items()}
     import native_table
 
     return {name: declared for name, (declared, _) in native_table.OPS.items()}
