@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # threads that wait on each other spin (the property tests ran 1.3x faster with one). Set only if
 # unset, so a run can still ask for more; tests that are about thread counts set their own.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# SIGINT at its default, as a terminal gives it. A suite started in the background by a shell without
+# job control (`cmd &` in a script) inherits SIGINT ignored, and so would every command it starts: the
+# tests that check what a plugin changed in the signal dispositions ("ignored SIGINT") then saw no
+# change to report and failed, depending on how the suite was started. A handler (not an ignore) is
+# reset to the default in the processes started from here, so each test's commands start alike.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The ops the suite checks, by kind, derived rather than listed, so that a new op is tested without
 # touching this file: the built-ins from opzoo's own pyproject.toml (the entry points it installs),
