@@ -271,6 +271,24 @@ def test_a_learnable_module_is_declared_by_design():
     assert results["reference"].status == "pass", results["reference"].report()
 
 
+def test_the_error_samples_of_a_by_design_op_hold_the_reference_to_the_forward():
+    """pyro's safe_log caps its gradient per dtype by design: against torch.log's derivative its
+    bfloat16 gradient is far over budget (the report's and the error-budget record's "over"). Declared
+    by design, the reference is worded as the forward's oracle, the backward is measured against its
+    own float64 one and held to no budget (no excess), and a note says why."""
+    from opzoo.testing.checks._budget import BUDGETS
+    from opzoo.testing.running._errors import BY_DESIGN, error_samples
+
+    plain = error_samples(_spec(SafeLog, domain=(0, math.inf), reference=torch.log), examples=5)
+    assert plain.excess("bfloat16") > BUDGETS[torch.bfloat16] and "differentiated" in plain.oracle
+    spec = _spec(SafeLog, domain=(0, math.inf), reference=torch.log, gradient=CAPPED)
+    errors = error_samples(spec, examples=5)
+    assert errors.oracle.startswith("the declared reference for the forward only"), errors.oracle
+    assert spec.contract.by_design in errors.oracle and "differentiated" not in errors.oracle
+    assert errors.excess("bfloat16") is None and errors.worst("bfloat16") is not None
+    assert errors.excess("bfloat16", "forward") is not None and BY_DESIGN in errors.notes
+
+
 # -- mutation ----------------------------------------------------------------------------------------
 
 
