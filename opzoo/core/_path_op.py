@@ -65,10 +65,10 @@ def resolved(path: str) -> OpSpec:
     except OpZooError:
         raise
     except PLUGIN_ERRORS as exc:  # importing the user's module may raise anything
-        raise ConfigError(f"cannot import {path.strip()!r}: {one_line(exc, with_type=True)}") from None
+        raise ConfigError(_cannot(path, one_line(exc, with_type=True))) from None
 
 
-def by_path(path: str) -> OpSpec | PathSpec:
+def by_path(path: str) -> OpSpec:
     """The op at ``path``, its module tried in a forked child (within the import time limit,
     ``OPZOO_IMPORT_TIMEOUT``) and not imported here: a :class:`PathSpec`, or the error the child met
     raised here as one :class:`ConfigError` line. Where processes cannot be forked: resolved here."""
@@ -83,6 +83,7 @@ def by_path(path: str) -> OpSpec | PathSpec:
 
 
 def _in_child(path: str, limit: float) -> dict[str, str]:
+    """What a forked child that resolves ``path`` says: ``{}``, or ``{"error": line}``."""
     read, write = os.pipe()
     parent = os.getpid()
     pid = os.fork()
@@ -108,12 +109,12 @@ def _try(path: str, write: int, parent: int) -> None:
 
         os.setpgid(0, 0)
         _quiet(parent)
+        message: dict[str, str] = {}
         try:
             resolved(path)
-            message = {}
         except BaseException as exc:  # SystemExit, KeyboardInterrupt raised at import: its failure too
-            words = str(exc) if isinstance(exc, OpZooError) else one_line(exc, with_type=True)
-            message = {"error": words if isinstance(exc, OpZooError) else _cannot(path, words)}
+            ours = isinstance(exc, OpZooError)  # resolved's own words (a contract's, an import's)
+            message["error"] = str(exc) if ours else _cannot(path, one_line(exc, with_type=True))
         data = (json.dumps(message) + "\n").encode()
         while data:
             data = data[os.write(write, data) :]
