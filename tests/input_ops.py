@@ -143,12 +143,12 @@ class Rotate(torch.autograd.Function):
 
 
 class SolveOrthogonal(torch.autograd.Function):
-    """``R^-1 M`` by a solve, with a backward that saves the solves: ``R^-T = R`` for an orthogonal
-    ``R`` (a Procrustes-style frame change), so ``dM = R g`` and ``dR = -R g Y'``."""
+    """``R^-1 M``, with a backward that saves the inverses: ``R^-T = R`` for an orthogonal ``R`` (a
+    Procrustes-style frame change), so ``dM = R g`` and ``dR = -R g Y'``."""
 
     @staticmethod
     def forward(ctx, frame, m):
-        y = torch.linalg.solve(frame, m)
+        y = torch.linalg.inv(frame) @ m
         ctx.save_for_backward(frame, y)
         return y
 

@@ -336,7 +336,7 @@ AXIS = "(n),(n)->(n)"
 def test_a_backward_right_on_a_manifold_is_green_there_and_its_wrong_twin_red(
     op, wrong, signature, name, kind, without
 ):
-    """A backward that holds only on the declared set: a solve by R whose backward uses R' for R^-1
+    """A backward that holds only on the declared set: R^-1 M whose backward uses R' for R^-1
     (orthogonal), the backward of R (a x b) for (R a) x (R b) (a rotation: a reflection negates it),
     the backward of (u.v) u for (u.v) u / (u.u) (a unit axis). Red on gradient as drawn without the
     set (for the rotation: with reflections drawn too), green with it, and a wrong twin red with it:
