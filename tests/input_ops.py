@@ -140,3 +140,90 @@ class Rotate(torch.autograd.Function):
     def backward(ctx, grad):
         rotation, v = ctx.saved_tensors
         return grad.unsqueeze(-1) * v.unsqueeze(-2), (rotation.mT @ grad.unsqueeze(-1)).squeeze(-1)
+
+
+class SolveOrthogonal(torch.autograd.Function):
+    """``R^-1 M``, with a backward that saves the inverses: ``R^-T = R`` for an orthogonal ``R`` (a
+    Procrustes-style frame change), so ``dM = R g`` and ``dR = -R g Y'``."""
+
+    @staticmethod
+    def forward(ctx, frame, m):
+        y = torch.linalg.inv(frame) @ m
+        ctx.save_for_backward(frame, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        frame, y = ctx.saved_tensors
+        grad_m = frame @ grad
+        return -grad_m @ y.mT, grad_m
+
+
+class WrongSolveOrthogonal(SolveOrthogonal):
+    """``R'`` for ``R^-T`` in the gradient of ``M``: the inverse, not its transpose."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        frame, y = ctx.saved_tensors
+        return -(frame @ grad) @ y.mT, frame.mT @ grad
+
+
+class RotatedCross(torch.autograd.Function):
+    """``(R a) x (R b)``, the normal of a rotated plane, with the backward of ``R (a x b)``: the two
+    agree for a rotation only (a reflection negates the cross product)."""
+
+    @staticmethod
+    def forward(ctx, rotation, a, b):
+        ctx.save_for_backward(rotation, a, b)
+        ra, rb = torch.broadcast_tensors(rotation @ a.unsqueeze(-1), rotation @ b.unsqueeze(-1))
+        return torch.linalg.cross(ra, rb, dim=-2).squeeze(-1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        rotation, a, b = ctx.saved_tensors
+        grad_cross = (rotation.mT @ grad.unsqueeze(-1)).squeeze(-1)
+        a_, b_, grad_cross = torch.broadcast_tensors(a, b, grad_cross)
+        cross = torch.linalg.cross(a_, b_, dim=-1)
+        grad_rotation = grad.unsqueeze(-1) * cross.unsqueeze(-2)
+        return (
+            grad_rotation.sum_to_size(rotation.shape),
+            torch.linalg.cross(b_, grad_cross, dim=-1).sum_to_size(a.shape),
+            torch.linalg.cross(grad_cross, a_, dim=-1).sum_to_size(b.shape),
+        )
+
+
+class WrongRotatedCross(RotatedCross):
+    """The gradient of ``a`` with its sign flipped (``a x b = -b x a`` misread)."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_rotation, grad_a, grad_b = RotatedCross.backward(ctx, grad)
+        return grad_rotation, -grad_a, grad_b
+
+
+class AlongAxis(torch.autograd.Function):
+    """The component of ``v`` along the axis ``u``, ``(u.v) u / (u.u)``, with the backward of
+    ``(u.v) u``: right for a unit axis, as callers promise."""
+
+    @staticmethod
+    def forward(ctx, axis, v):
+        ctx.save_for_backward(axis, v)
+        dot = (axis * v).sum(-1, keepdim=True)
+        return dot * axis / (axis * axis).sum(-1, keepdim=True)
+
+    @staticmethod
+    def backward(ctx, grad):
+        axis, v = ctx.saved_tensors
+        dot = (axis * v).sum(-1, keepdim=True)
+        along = (axis * grad).sum(-1, keepdim=True)
+        return dot * grad + along * v, along * axis
+
+
+class WrongAlongAxis(AlongAxis):
+    """The axis's gradient without its ``(u.g) v`` term, which moves along the sphere too."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        axis, v = ctx.saved_tensors
+        dot = (axis * v).sum(-1, keepdim=True)
+        return dot * grad, (axis * grad).sum(-1, keepdim=True) * axis

@@ -239,6 +239,56 @@ def test_a_jvp_is_not_compared_with_a_by_design_backward():
     assert any("jvp is not compared" in note for note in result.notes), result.notes
 
 
+class GuidedScaled(torch.nn.Module):
+    """A learnable Module around monai's guided ReLU (monai's _GradReLU wraps _AutoGradReLU so), with
+    a learned scale: its backward is guided backprop's, by design, and autograd's for the scale."""
+
+    def __init__(self, init_scale: float = 1.5) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(float(init_scale)))
+
+    def forward(self, x):
+        return GuidedReLU.apply(x) * self.scale
+
+
+def _scaled_relu(x, init_scale):
+    return init_scale * torch.relu(x)
+
+
+def test_a_learnable_module_is_declared_by_design():
+    """A Module whose forward calls a by-design Function is taken at load like a Function is, and
+    its checks honour it: gradient skips with the reason, reference checks the forward only (red on
+    the gradient undeclared)."""
+    params = {"init_scale": opzoo.Param(1.5, 0.5, 2.0)}
+    undeclared = _spec(GuidedScaled, reference=_scaled_relu, params=params)
+    result = check_property(undeclared, "reference", profile="ci")
+    assert result.status == "fail" and "gradient" in result.reason, result.report()
+    spec = _spec(GuidedScaled, reference=_scaled_relu, params=params, gradient=GUIDED, linear_in_grad=False)
+    assert spec.kind == "module" and spec.contract.by_design == GUIDED.removeprefix("by design: ")
+    results = _results(spec, ["gradient", "reference"])
+    assert results["gradient"].status == "skip", results["gradient"].report()
+    assert spec.contract.by_design in results["gradient"].reason
+    assert results["reference"].status == "pass", results["reference"].report()
+
+
+def test_the_error_samples_of_a_by_design_op_hold_the_reference_to_the_forward():
+    """pyro's safe_log caps its gradient per dtype by design: against torch.log's derivative its
+    bfloat16 gradient is far over budget (the report's and the error-budget record's "over"). Declared
+    by design, the reference is worded as the forward's oracle, the backward is measured against its
+    own float64 one and held to no budget (no excess), and a note says why."""
+    from opzoo.testing.checks._budget import BUDGETS
+    from opzoo.testing.running._errors import BY_DESIGN, error_samples
+
+    plain = error_samples(_spec(SafeLog, domain=(0, math.inf), reference=torch.log), examples=5)
+    assert plain.excess("bfloat16") > BUDGETS[torch.bfloat16] and "differentiated" in plain.oracle
+    spec = _spec(SafeLog, domain=(0, math.inf), reference=torch.log, gradient=CAPPED)
+    errors = error_samples(spec, examples=5)
+    assert errors.oracle.startswith("the declared reference for the forward only"), errors.oracle
+    assert spec.contract.by_design in errors.oracle and "differentiated" not in errors.oracle
+    assert errors.excess("bfloat16") is None and errors.worst("bfloat16") is not None
+    assert errors.excess("bfloat16", "forward") is not None and BY_DESIGN in errors.notes
+
+
 # -- mutation ----------------------------------------------------------------------------------------
 
 

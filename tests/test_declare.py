@@ -302,6 +302,52 @@ def test_an_import_path_is_checked_from_the_command_line(tmp_path):
     ]
 
 
+def test_the_command_never_imports_an_import_paths_module(tmp_path):
+    """`opzoo check pkg.mod:Class` runs none of the module's code in its own process: the module
+    writes the pid of each process that imports it, and its parent's. A child of the command tries
+    it first (a path that does not import is one line, as above), each worker imports it again:
+    every process that imported it was forked by one process, which did not import it itself (had
+    it, its forks would have inherited the module, and it would be written once)."""
+    marks = tmp_path / "marks"
+    (tmp_path / "marked.py").write_text(
+        "import os, torch\n"
+        f"with open({str(marks)!r}, 'a') as f:\n"
+        "    f.write(f'{os.getpid()} {os.getppid()}\\n')\n"
+        "class Twice(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        return 2 * x\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return 2 * g\n"
+    )
+    argv = ("check", "marked:Twice", "-p", "hygiene", "--profile", "ci", "--device", "cpu", "-j", "1")
+    out = run_opzoo(*argv, env={"PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 0 and "1 passed, 0 failed" in out.stdout, out.stdout + out.stderr
+    lines = [tuple(map(int, line.split())) for line in marks.read_text().splitlines()]
+    pids, parents = {pid for pid, _ in lines}, {ppid for _, ppid in lines}
+    assert len(lines) >= 2 and len(parents) == 1 and not pids & parents, lines
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("import os\nos._exit(0)\n", "ended the process with exit status 0 (os._exit? a crash?)"),
+        ("import time\ntime.sleep(3600)\n", "did not finish within 2 s (OPZOO_IMPORT_TIMEOUT)"),
+    ],
+    ids=["exits", "hangs"],
+)
+def test_an_import_path_that_ends_or_hangs_its_import_is_one_line(tmp_path, text, why):
+    """The child that tries the module is ended or outlasted, not the command: one line, exit 2
+    (before: an os._exit(0) at import ended `opzoo check` itself, which its supervisor made 70)."""
+    (tmp_path / "rude.py").write_text(text)
+    env = {"PYTHONPATH": str(tmp_path), "OPZOO_IMPORT_TIMEOUT": "2"}
+    out = run_opzoo("check", "rude:Op", "-p", "accepts", "--device", "cpu", env=env)
+    assert out.returncode == 2 and out.stderr.splitlines() == [
+        f"opzoo: error: cannot import 'rude:Op': importing it {why}"
+    ], out.stderr
+
+
 def test_an_import_path_is_checked_by_the_pytest_plugin(tmp_path):
     """`pytest --opzoo=pkg.mod:Class` makes one test per property of that class."""
     (tmp_path / "mine.py").write_text(

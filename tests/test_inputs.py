@@ -317,3 +317,36 @@ def test_extremes_scales_only_inputs_whose_set_scaling_keeps():
     io.Rotate.SEEN.clear()
     extremes(bind(spec, {}), rotation, torch.ones(3, dtype=torch.float64))
     assert io.Rotate.SEEN and max(io.Rotate.SEEN) <= 1 + 1e-6
+
+
+MATRIX = "(n,n),(n,k)->(n,k)"
+CROSS = "(3,3),(3),(3)->(3)"
+AXIS = "(n),(n)->(n)"
+
+
+@pytest.mark.parametrize(
+    "op, wrong, signature, name, kind, without",
+    [
+        (io.SolveOrthogonal, io.WrongSolveOrthogonal, MATRIX, "frame", Orthogonal(), None),
+        (io.RotatedCross, io.WrongRotatedCross, CROSS, "rotation", Rotation(), Orthogonal()),
+        (io.AlongAxis, io.WrongAlongAxis, AXIS, "axis", UnitNorm(), None),
+    ],
+    ids=["orthogonal", "rotation", "unit-norm"],
+)
+def test_a_backward_right_on_a_manifold_is_green_there_and_its_wrong_twin_red(
+    op, wrong, signature, name, kind, without
+):
+    """A backward that holds only on the declared set: R^-1 M whose backward uses R' for R^-1
+    (orthogonal), the backward of R (a x b) for (R a) x (R b) (a rotation: a reflection negates it),
+    the backward of (u.v) u for (u.v) u / (u.u) (a unit axis). Red on gradient as drawn without the
+    set (for the rotation: with reflections drawn too), green with it, and a wrong twin red with it:
+    the checks perturb along the set, so only the backward's part along it is judged, and that part
+    still catches a wrong term. Only gradient runs: the one property these sets change the verdict
+    of (the suite's time budget)."""
+    inputs = {} if without is None else {name: without}
+    assert _verdicts(opzoo.declare(op, signature=signature, inputs=inputs), ["gradient"]) == {
+        "gradient": "fail"
+    }
+    declared = opzoo.declare(op, signature=signature, inputs={name: kind}, dtypes=DTYPES)
+    assert _verdicts(declared, ["gradient"]) == {"gradient": "pass"}
+    assert _verdicts(_wrong(wrong, declared), ["gradient"]) == {"gradient": "fail"}

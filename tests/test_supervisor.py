@@ -30,22 +30,25 @@ def _ended(out) -> bool:
 
 
 def test_a_command_ended_with_status_0_before_its_result_exits_70(tmp_path):
-    """Code in the command's own process (here an op's module, imported by its import path) that
-    calls os._exit(0): exit 70 and one line, never 0 (before: exit 0, no output: a gate passed)."""
+    """Code in the command's own process (here a data loader's module, which `opzoo train` imports
+    there; an op's, by its import path, is imported in workers only) that calls os._exit(0): exit 70
+    and one line, never 0 (before: exit 0, no output: a gate passed)."""
     env = _module(tmp_path, "exits_now", "import os\nos._exit(0)\n")
-    out = run_opzoo("check", "exits_now:Op", "-p", "accepts", "--device", "cpu", env=env)
+    out = run_opzoo("train", "--data", "exits_now:load", "--steps", "1", "--device", "cpu", env=env)
     assert _ended(out), (out.returncode, out.stderr)
     assert out.stdout == ""
 
 
 def test_an_exit_handler_that_ends_the_process_cannot_turn_a_failure_into_0(tmp_path):
-    """The results are printed, then a plugin's exit handler calls os._exit(0) before the command
-    leaves with 1: 70, not the 0 the handler chose."""
-    text = "import atexit, os\natexit.register(lambda: os._exit(0))\nfrom hostile_ops import ExitBackward\n"
+    """The failure is reported, then an exit handler (registered at import by a data loader's module,
+    in the command's own process) calls os._exit(0) before the command leaves with 2: 70, not the
+    0 the handler chose. A plugin's: tests/test_hostile.py."""
+    text = "import atexit, os\natexit.register(lambda: os._exit(0))\n"
+    text += "def load():\n    raise ValueError('no data')\n"
     env = _module(tmp_path, "exits_late", text)
-    out = run_opzoo("check", "exits_late:ExitBackward", "-p", "gradient", "--device", "cpu", env=env)
+    out = run_opzoo("train", "--data", "exits_late:load", "--steps", "1", "--device", "cpu", env=env)
     assert _ended(out), (out.returncode, out.stderr)
-    assert "0 passed, 1 failed, 0 skipped" in out.stdout
+    assert "opzoo: error: data loader 'exits_late:load' raised ValueError: no data" in out.stderr
 
 
 @pytest.mark.parametrize(
@@ -82,10 +85,10 @@ def test_what_the_command_leaves_behind_is_ended_with_it(tmp_path):
 
 
 def test_a_command_killed_by_a_signal_ends_its_supervisor_by_that_signal(tmp_path):
-    """The command ended by SIGKILL (here by its own op, at import): the supervisor dies of SIGKILL
-    too, as a shell expects, rather than exiting with a status."""
+    """The command ended by SIGKILL (here by its data loader's module, at import): the supervisor
+    dies of SIGKILL too, as a shell expects, rather than exiting with a status."""
     env = _module(tmp_path, "killed", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
-    out = run_opzoo("check", "killed:Op", "-p", "accepts", "--device", "cpu", env=env)
+    out = run_opzoo("train", "--data", "killed:load", "--steps", "1", "--device", "cpu", env=env)
     assert out.returncode == -signal.SIGKILL, out.stderr
 
 

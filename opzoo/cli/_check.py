@@ -49,7 +49,8 @@ def run_check(args: argparse.Namespace) -> int:
     from opzoo.testing.running._parallel import check_all
     from opzoo.testing.running._signals import insistent_interrupt
 
-    specs = specs_from(reg, args.names)  # a name given twice is checked once
+    # a name given twice is checked once; an import path's module is imported in the workers only
+    specs = specs_from(reg, args.names, here=False)
     hooks = RunHooks(reg)
     results: list[Any] = []
     try:

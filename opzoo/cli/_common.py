@@ -69,13 +69,14 @@ def run_options(args: argparse.Namespace, command: str) -> Any:
         raise ConfigError(exc.naming(OPTIONS[exc.option].flag)) from None
 
 
-def specs_from(registry: Any, names: Sequence[str]) -> list[Any]:
+def specs_from(registry: Any, names: Sequence[str], *, here: bool = True) -> list[Any]:
     """The ops ``names`` name (each once; a name may be an import path ``package.module:Class``),
-    or, if none, every op of ``registry`` that loads, by name."""
+    or, if none, every op of ``registry`` that loads, by name. ``here=False``: an import path's
+    module is not imported in this process (``core._registry.lookup``)."""
     from opzoo.core._registry import lookup
 
     if names:
-        return [lookup(registry, n) for n in dict.fromkeys(names)]
+        return [lookup(registry, n, here=here) for n in dict.fromkeys(names)]
     return sorted(registry.load_all(), key=lambda s: s.name)
 
 

@@ -24,7 +24,6 @@ from opzoo.core._contract import Contract
 from opzoo.core._declare import Declared, declare
 from opzoo.core._spec import OpSpec, import_path, make_spec, spec_of
 from opzoo.exceptions import (
-    ConfigError,
     ContractError,
     DuplicateOpError,
     OpNotFoundError,
@@ -60,21 +59,20 @@ _NAME_RULE = "lower-case letters, digits, '_', '.' and '-', starting with a lett
 _PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
-def lookup(registry: Registry, name: str) -> OpSpec:
+def lookup(registry: Registry, name: str, *, here: bool = True) -> Any:
     """Op ``name`` from ``registry``; where it has none and ``name`` is an import path
     (``package.module:Class``), that class as it is (:func:`spec_of`): how ``opzoo check`` and
-    ``pytest --opzoo`` take ops that no plugin publishes."""
+    ``pytest --opzoo`` take ops that no plugin publishes. ``here=False``: the path's module is tried
+    in a forked child and left unimported here, a ``_path_op.PathSpec`` resolved where it is used
+    (a worker), for callers that need only its name (``opzoo check``)."""
     try:
         return registry.info(name)
     except OpNotFoundError:
         if not _PATH.match(name.strip()):
             raise
-    try:
-        return spec_of(name)
-    except OpZooError:
-        raise
-    except PLUGIN_ERRORS as exc:  # importing the user's module may raise anything
-        raise ConfigError(f"cannot import {name.strip()!r}: {one_line(exc, with_type=True)}") from None
+    from opzoo.core._path_op import by_path, resolved
+
+    return resolved(name) if here else by_path(name)
 
 
 @dataclass

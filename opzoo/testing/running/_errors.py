@@ -14,6 +14,12 @@ from opzoo.testing.checks._bound import Bound, Tensors, bind, grad_outputs, vjp
 from opzoo.testing.checks._budget import in_eps, slack
 from opzoo.testing.running._hooks import Asked
 
+#: The note of a by-design op's errors: what its gradient's figures are, and what they are not.
+BY_DESIGN = (
+    "by design, the backward is no derivative: its gradient in each dtype is measured against its own "
+    "float64 backward and held to no error budget (reference checks the forward only)"
+)
+
 
 @dataclass
 class Errors:
@@ -22,7 +28,8 @@ class Errors:
     measure of the reference computed in ``d`` (0 where there is none), and ``steps_backward[d]``
     that of the op's own float64 formula with each step rounded as in ``d`` (``checks._steps``; 0 in
     float64), element for element; ``oracle`` says what the float64 values came from; ``notes``,
-    what could not be measured, and why."""
+    what could not be measured, and why. ``budgeted``: whether the backward is held to the dtypes'
+    error budgets (not a by-design backward, which is no derivative: no property holds it to one)."""
 
     op: str
     oracle: str
@@ -32,6 +39,11 @@ class Errors:
     par_forward: dict[str, torch.Tensor] = field(default_factory=dict)
     steps_backward: dict[str, torch.Tensor] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    budgeted: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.budgeted and BY_DESIGN not in self.notes:
+            self.notes.append(BY_DESIGN)
 
     def worst(self, dtype: str, part: str = "backward") -> float | None:
         """The largest finite-or-not ``k`` measured in ``dtype`` (None: nothing measured)."""
@@ -40,9 +52,9 @@ class Errors:
 
     def excess(self, dtype: str, part: str = "backward") -> float | None:
         """The largest ``k - 2 * k_par - 2 * k_steps`` in ``dtype`` (``k_steps`` for the gradient only):
-        what the budget is held to."""
+        what the budget is held to (None: nothing measured, or a backward held to no budget)."""
         k = getattr(self, part).get(dtype)
-        if k is None or not k.numel():
+        if k is None or not k.numel() or (part == "backward" and not self.budgeted):
             return None
         for allowed in (
             getattr(self, f"par_{part}").get(dtype),
@@ -57,6 +69,11 @@ def oracle_name(spec: OpSpec) -> str:
     """What the float64 values an op's errors are measured against come from."""
     if spec.contract.surrogate is not None:
         return "the op's own float64 backward (a surrogate: its gradient is the declared one)"
+    if spec.contract.by_design is not None and spec.contract.reference is not None:
+        return (
+            "the declared reference for the forward only, and the op's own float64 backward (by design: "
+            f"{spec.contract.by_design}; no derivative, so not the reference's)"
+        )
     if spec.contract.reference is not None:
         return "the declared reference, differentiated by autograd in float64"
     why = no_autograd_oracle(spec)
@@ -73,6 +90,12 @@ def no_autograd_oracle(spec: OpSpec) -> str | None:
     return PROPERTIES["autograd"].applies(spec)
 
 
+def _forward_only(spec: OpSpec) -> bool:
+    """Whether the declared reference is the forward's only (as the ``reference`` property holds it):
+    a surrogate's backward is another function's derivative, a by-design one no derivative at all."""
+    return spec.contract.surrogate is not None or spec.contract.by_design is not None
+
+
 def _oracle(op: Bound, x64: Tensors, g64: Tensors, forward_only: bool) -> tuple[Tensors, Tensors] | None:
     """The oracle's float64 outputs and gradients at ``x64`` (see :func:`oracle_name`); None where
     the forward cannot be differentiated by autograd and there is no reference."""
@@ -81,7 +104,7 @@ def _oracle(op: Bound, x64: Tensors, g64: Tensors, forward_only: bool) -> tuple[
     spec = op.spec
     if spec.contract.reference is not None:
         outs, grads = _reference._ref_vjp(_reference.reference_of(op), x64, g64, forward_only=True)
-        if spec.contract.surrogate is None and not forward_only:
+        if not _forward_only(spec) and not forward_only:
             outs, grads = _reference._ref_vjp(_reference.reference_of(op), x64, g64)
         elif not forward_only:
             grads = vjp(op, x64, g64)[1]
@@ -129,7 +152,7 @@ def measure(op: Bound, xs: Sequence[torch.Tensor], dtype: torch.dtype, into: Err
     outs, grads = vjp(lop, lows)
     gs = grad_outputs(outs)
     x64, g64 = tuple(x.double() for x in lows), tuple(g.double() for g in gs)
-    surrogate = op.spec.contract.surrogate is not None
+    forward_only = _forward_only(op.spec)
     oracle = _oracle(op, x64, g64, forward_only=False)
     if oracle is None:
         into.notes.append(f"{name}: no float64 oracle (autograd cannot differentiate the forward)")
@@ -138,7 +161,7 @@ def measure(op: Bound, xs: Sequence[torch.Tensor], dtype: torch.dtype, into: Err
     par: Sequence[torch.Tensor | None] = (None,) * len(outs)
     par_grads: Sequence[torch.Tensor | None] = (None,) * len(xs)
     if dtype != torch.float64 and op.spec.contract.reference is not None:
-        par, par_grads = _reference._ref_vjp(_reference.reference_of(op), lows, gs, forward_only=surrogate)
+        par, par_grads = _reference._ref_vjp(_reference.reference_of(op), lows, gs, forward_only=forward_only)
         par_grads = par_grads or (None,) * len(xs)
     fwd = [in_eps(o, w, dtype).reshape(-1) for o, w in zip(outs, want)]
     fwd_par = [
@@ -215,7 +238,7 @@ def error_samples(
     from opzoo.testing.running._runner import split
     from opzoo.testing.strategies import cases, edge_inputs, fixed_inputs
 
-    found = Errors(spec.name, oracle_name(spec))
+    found = Errors(spec.name, oracle_name(spec), budgeted=spec.contract.by_design is None)
     chosen = [getattr(torch, d) for d in (dtypes or spec.contract.dtypes)]
     conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
     if not conf.derandomize:

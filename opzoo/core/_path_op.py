@@ -1,0 +1,146 @@
+"""An op named by its import path (``package.module:Class``) that no plugin publishes, as ``opzoo
+check`` takes it: its module is imported in a forked child first, which reports whether it imports
+and declares a valid op (or why not, in one line), and then only in the worker processes that check
+it. The command's own process never imports it, as it runs no op's code.
+
+Linux only (fork): elsewhere, and in callers that want the spec itself, the path is resolved where
+it is asked for (``core._spec.spec_of``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import sys
+from typing import Any
+
+from opzoo._records import PLUGIN_ERRORS
+from opzoo.core._discover import _ended, _hung
+from opzoo.core._spec import OpSpec, spec_of
+from opzoo.exceptions import ConfigError, OpZooError, one_line
+
+
+class PathSpec(OpSpec):
+    """An op's spec by import path, resolved on first use in the process that uses it: ``name`` (the
+    path, as ``spec_of`` names it) without importing anything; every other field, and what is made
+    of them, the resolved :class:`OpSpec`'s. An ``OpSpec`` to its users (the torch.library bridge
+    takes a spec where it is one), equal only to itself, so that keeping it imports nothing."""
+
+    def __init__(self, path: str) -> None:
+        object.__setattr__(self, "name", path.strip())
+        object.__setattr__(self, "_spec", None)
+
+    def resolve(self) -> OpSpec:
+        if self._spec is None:
+            object.__setattr__(self, "_spec", resolved(self.name))
+        return self._spec
+
+    def __getattr__(self, attr: str) -> Any:  # the fields without a default: target, kind, ...
+        if attr.startswith("__") or attr == "_spec":
+            raise AttributeError(attr)
+        return getattr(self.resolve(), attr)
+
+    # the fields with a default are class attributes of OpSpec: read from the resolved spec too
+    summary = property(lambda self: self.resolve().summary)  # type: ignore[assignment]
+    arguments = property(lambda self: self.resolve().arguments)  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return f"PathSpec({self.name!r})"
+
+
+def resolved(path: str) -> OpSpec:
+    """The op at ``path``, imported here: an opzoo error as it is, anything the import raises as one
+    :class:`ConfigError` line."""
+    try:
+        return spec_of(path)
+    except OpZooError:
+        raise
+    except PLUGIN_ERRORS as exc:  # importing the user's module may raise anything
+        raise ConfigError(_cannot(path, one_line(exc, with_type=True))) from None
+
+
+def by_path(path: str) -> OpSpec:
+    """The op at ``path``, its module tried in a forked child (within the import time limit,
+    ``OPZOO_IMPORT_TIMEOUT``) and not imported here: a :class:`PathSpec`, or the error the child met
+    raised here as one :class:`ConfigError` line. Where processes cannot be forked: resolved here."""
+    if not (sys.platform.startswith("linux") and hasattr(os, "fork")):
+        return resolved(path)
+    from opzoo.core._guard import Guard
+
+    message = _in_child(path, Guard.from_env().timeout)
+    if "error" in message:
+        raise ConfigError(message["error"])
+    return PathSpec(path)
+
+
+def _in_child(path: str, limit: float) -> dict[str, str]:
+    """What a forked child that resolves ``path`` says: ``{}``, or ``{"error": line}``."""
+    read, write = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # never returns
+        os.close(read)
+        _try(path, write, parent)
+    os.close(write)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)
+    try:
+        return _answer(pid, read, path, limit)
+    finally:
+        os.close(read)
+        with contextlib.suppress(OSError):  # whatever the import started
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def _try(path: str, write: int, parent: int) -> None:
+    try:
+        from opzoo.core._probe import _quiet
+
+        os.setpgid(0, 0)
+        _quiet(parent)
+        message: dict[str, str] = {}
+        try:
+            resolved(path)
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt raised at import: its failure too
+            ours = isinstance(exc, OpZooError)  # resolved's own words (a contract's, an import's)
+            message["error"] = str(exc) if ours else _cannot(path, one_line(exc, with_type=True))
+        data = (json.dumps(message) + "\n").encode()
+        while data:
+            data = data[os.write(write, data) :]
+    finally:
+        os._exit(0)
+
+
+def _cannot(path: str, why: str) -> str:
+    return f"cannot import {path.strip()!r}: {why}"
+
+
+def _answer(pid: int, read: int, path: str, limit: float) -> dict[str, str]:
+    """The child's one line, or why there is none: it hung past ``limit`` or ended first."""
+    buffer = b""
+    exited = os.pidfd_open(pid)
+    try:
+        while True:
+            readable = select.select([read, exited], [], [], limit)[0]
+            if not readable:
+                return {"error": _cannot(path, _hung(limit))}
+            chunk = os.read(read, 1 << 16) if read in readable else b""
+            buffer += chunk
+            if b"\n" in buffer:
+                return json.loads(buffer.split(b"\n", 1)[0])
+            if not chunk:  # the pipe's end, or the child exited with no answer
+                status = os.waitpid(pid, 0)[1]
+                return {"error": _cannot(path, _ended(status))}
+    finally:
+        os.close(exited)
