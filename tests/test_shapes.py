@@ -45,7 +45,7 @@ def test_a_correct_op_is_red_without_its_shape_declaration_and_green_with_it(cls
         "grad": {"inputs": RBF_INPUTS},
     }
     key = "broadcast" if cls is so.StitchGradient else "min_rank" if cls is so.RowSquare else "grad"
-    assert red <= _failed(opzoo.declare(cls, **{**fields, **without}))
+    assert red <= _failed(opzoo.declare(cls, **{**fields, **without}), sorted(red))  # only those red
     assert_correct(opzoo.declare(cls, **{**fields, **declaration[key]}), devices=["cpu"])
 
 
