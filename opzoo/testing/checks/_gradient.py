@@ -34,7 +34,7 @@ from opzoo.testing.checks._by_design import by_design_gradient
 from opzoo.testing.checks._compare import index_of
 from opzoo.testing.checks._kink_words import describe
 from opzoo.testing.checks._onesided import KINDS, Probe
-from opzoo.testing.checks._second_directional import directional_second, fits
+from opzoo.testing.checks._second_directional import directional_second, fits, own_direction
 from opzoo.testing.checks._surrogate import piecewise_constant_hint, surrogate_gradient
 from opzoo.testing.checks._surrogate_second import surrogate_double_backward
 
@@ -328,9 +328,12 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
     for layout, grads in (("contiguous", gs), ("non-contiguous", tuple(noncontiguous(g) for g in gs))):
         first = _kinks.first_derivative(also_elsewhere, grads)
 
-        def run(fn: Callable[..., object]) -> None:
-            # what gradgradcheck does: gradcheck of the first derivative, with its settings
+        def run(fn: Callable[..., object], own: bool = op.fast and layout == "contiguous") -> None:
+            # what gradgradcheck does: gradcheck of the first derivative, with its settings; in fast
+            # mode also along a direction of opzoo's own (torch's are the same at every input)
             gradcheck(fn, leaves, fast_mode=op.fast, eps=EPS, atol=ATOL, rtol=RTOL, check_undefined_grad=True)
+            if own:
+                own_direction(fn, leaves, EPS, ATOL, RTOL)  # type: ignore[arg-type]
 
         try:
             _kinks.gradcheck_rows(first, leaves, run, op.notes, diagonal=_kinks.diagonal(op, xs), order=2)
