@@ -27,9 +27,13 @@ def peer(op: Any, *xs: Any) -> None:
     row["params"] = {k: repr(v) for k, v in op.params.items()}
     row["peer"] = torch_verdicts(op, xs)
     row["opzoo"], row["notes"] = opzoo_verdicts(op, xs)
-    if op.fast and judge(row, op.spec.contract.surrogate is not None)[0] == "blind":
+    surrogate = op.spec.contract.surrogate is not None
+    if op.fast and judge(row, surrogate)[0] == "blind":
         # the peer's slow mode against opzoo's fast one: opzoo's full Jacobian on this input too
         row["opzoo_slow"], row["notes_slow"] = opzoo_verdicts(dataclasses.replace(op, fast=False), xs)
+    if judge(row, surrogate)[0] == "blind":
+        # opzoo's other properties on this very input: one that fails it means opzoo does not pass it
+        row["opzoo_other"], _ = opzoo_verdicts(op, xs, others(op.spec))
     ROWS.append(row)
 
 
@@ -77,16 +81,30 @@ def _torch_check(name: str, fn: Callable[..., Any], inputs: tuple[Any, ...]) -> 
     return "pass"
 
 
-def opzoo_verdicts(op: Any, xs: tuple[Any, ...]) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """opzoo's gradient and double_backward on the same input and Bound (its learnable tensors and
-    its fast flag), as ``replay`` runs them: each verdict and what the check noted."""
+def others(spec: Any) -> tuple[str, ...]:
+    """opzoo's properties besides gradient and double_backward that run on drawn inputs and apply
+    to the op: those that judge it at one input."""
+    from opzoo.testing.properties import PROPERTIES
+
+    return tuple(
+        name
+        for name, p in PROPERTIES.items()
+        if name not in (*OURS, "peer") and p.drawn and p.applies(spec) is None
+    )
+
+
+def opzoo_verdicts(
+    op: Any, xs: tuple[Any, ...], props: tuple[str, ...] = OURS
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """opzoo's ``props`` (gradient and double_backward) on the same input and Bound (its learnable
+    tensors and its fast flag), as ``replay`` runs them: each verdict and what the check noted."""
     from opzoo.exceptions import one_line
     from opzoo.testing.checks._bound import PropertyFailed, PropertySkipped
     from opzoo.testing.properties import PROPERTIES
     from opzoo.testing.running._repeatable import seeded_torch
 
     verdicts, notes = {}, {}
-    for prop in OURS:
+    for prop in props:
         fresh = dataclasses.replace(op, notes=[])
         try:
             with seeded_torch("cpu"):
@@ -134,6 +152,9 @@ def judge(row: dict[str, Any], surrogate: bool) -> tuple[str, str]:
     ours = [p for p in OURS if row["opzoo"][p].startswith("fail")]
     if not (peer_first or peer_second):
         return ("opzoo only", ", ".join(ours)) if ours else ("agree", "")
+    # opzoo's other properties at this very input (run where nothing else explains the peer's
+    # failure): an input opzoo fails, by whichever property, is not one the peer fails and opzoo passes
+    ours += [f"{p} (at this input)" for p, v in row.get("opzoo_other", {}).items() if v.startswith("fail")]
     if ours:
         return "both fail", ", ".join(ours)
     whys = []

@@ -20,7 +20,9 @@ Then opzoo's other properties on the op (a full check; ``--check green``: only o
 Two lists per set:
 
 - peer fails, opzoo passes (per input): explained by what opzoo noted or skipped there, or by a
-  declared surrogate (the backward is not the derivative, on purpose); otherwise a blind spot;
+  declared surrogate (the backward is not the derivative, on purpose); otherwise a blind spot, unless
+  another of opzoo's properties fails the op at that very input (then opzoo does not pass it: both
+  fail, listed apart);
 - opzoo fails, peer passes (per op): the properties that failed, each seeing what the peer cannot.
 
 Each op is one task on opzoo's worker processes (``run_pool``), a time limit each (``--limit``).
@@ -162,7 +164,8 @@ def gather(names: list[str], done: dict[Any, Any]) -> list[Op]:
             seconds += r.seconds
             rows += [(row, *judge(row, r.surrogate)) for row in r.rows]
             for row in r.rows:  # opzoo's own verdicts on the peer's inputs (all, without a full check)
-                failed.update({p: v for p, v in row["opzoo"].items() if fails(v) and p not in failed})
+                verdicts = {**row["opzoo"], **row.get("opzoo_other", {})}
+                failed.update({p: v for p, v in verdicts.items() if fails(v) and p not in failed})
             failed.update({p: why for p, status, why in r.results if status == "fail"})
         ops.append(Op(name, rows, failed, timed_out, seconds))
     return ops
@@ -212,7 +215,7 @@ def markdown(which: str, ops: list[Op], figures: dict[str, Any]) -> str:
         + (f"; timed out: {', '.join(f['timed out'])}" if f["timed out"] else ""),
         "",
     ]
-    lines += _peer_only(ops) + _opzoo_only(ops)
+    lines += _peer_only(ops) + _by_another(ops) + _opzoo_only(ops)
     return "\n".join(lines) + "\n"
 
 
@@ -239,6 +242,26 @@ def _peer_only(ops: list[Op]) -> list[str]:
                 )
                 out.append(f"- unexplained ({red}): `{op.name}` {where}: {failed}")
     return out + [""]
+
+
+def _by_another(ops: list[Op]) -> list[str]:
+    """The inputs the peer fails where opzoo's gradient and double_backward pass unexplained, and
+    another of its properties fails the op at that very input (counted as both failing)."""
+    out = []
+    for op in ops:
+        rows = [row for row, c, _ in op.rows if c == "both fail" and "opzoo_other" in row]
+        failing = [row for row in rows if any(fails(v) for v in row["opzoo_other"].values())]
+        if not failing:
+            continue
+        props = sorted({p for row in failing for p, v in row["opzoo_other"].items() if fails(v)})
+        peer = sorted({k for row in failing for k in CHECKS if fails(row["peer"][k])})
+        first = next(v for v in failing[0]["opzoo_other"].values() if fails(v))
+        out.append(
+            f"- `{op.name}`: {len(failing)} inputs the peer fails ({', '.join(peer)}) where opzoo's gradient "
+            f"and double_backward pass unnoted, and opzoo fails the op at that very input by "
+            f"{', '.join(props)} ({_cell(first[:160])}): counted as both failing"
+        )
+    return ["The peer fails, opzoo fails the same input by another property:", "", *out, ""] if out else []
 
 
 def _opzoo_only(ops: list[Op]) -> list[str]:

@@ -154,3 +154,30 @@ def test_a_large_smooth_sum_is_smooth_and_a_large_kink_is_not():
     x, y = (torch.randn(317, 317, generator=gen, dtype=torch.float64) for _ in range(2))
     assert _kinds(lambda a, b: (((a - b) ** 2).sum(),), x, y) == ["smooth"]
     assert _kinds(lambda a: (a.abs().sum(),), torch.zeros(5000, dtype=torch.float64)) == ["convex"]
+
+
+def test_rounding_is_that_of_the_dtype_the_op_returned():
+    """A float32 output for float64 inputs rounds at 1e-7: its one-sided differences over 1e-6 move
+    by a few percent of the values, which is rounding, not a kink (one-sided derivatives 0.95 and
+    1.07) nor a derivative that is not bounded. The noise estimate is the returned dtype's (float64's
+    unchanged), so that the op whose forward returns float32 (tests/wrong_ops.py's WrongDtype, a
+    ReLU) fails `gradient` at small inputs with the mismatch, as gradcheck does, and a hint, instead
+    of passing with a note that it has kinks or a derivative that is not bounded there."""
+    from wrong_ops import WrongDtype
+
+    from opzoo.testing import replay, spec_of
+    from opzoo.testing.checks._onesided import _eps
+
+    x = torch.linspace(0.3, 2.9, 7, dtype=torch.float64)
+    rounded = Probe(lambda t: (3 * t.float(),), (x,))
+    assert bool(rounded.smooth.all()) and not rounded.unstable().any()
+    # a float32 ReLU's kink at 0 is still one (the rounding there is of values near 0)
+    assert _kinds(lambda t: (torch.relu(t).float(),), _t(0.0, 1.0), diagonal=True) == ["convex", "smooth"]
+    # float64 rows keep float64's rounding: a cube root is still not bounded next to 0
+    assert Probe(lambda t: (torch.sign(t) * t.abs() ** (1 / 3),), (_t(1e-300, 1.0),)).unstable()[0, 0]
+    eps = _eps((torch.zeros(2), torch.zeros(1, dtype=torch.float64), torch.zeros(1, dtype=torch.long)))
+    assert eps.tolist() == [torch.finfo(torch.float32).eps] * 2 + [torch.finfo(torch.float64).eps] * 2
+    for at in (x, _t(0.0, 1.0, -1.0), _t(7.0)):
+        with pytest.raises(AssertionError, match="Jacobian mismatch") as caught:
+            replay(spec_of(WrongDtype), "gradient", {}, at, fast=False)
+        assert "output 0 is torch.float32 for torch.float64 inputs" in str(caught.value)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import ROOT
 from correct_ops import ReLU
-from wrong_ops import NanSecondDerivative
+from wrong_ops import NanSecondDerivative, WrongDtype
 
 from opzoo.testing import Property, bind, spec_of
 
@@ -67,3 +67,19 @@ def test_a_correct_op_agrees(verdict):
     row["opzoo"]["double_backward"] = verdict
     row["notes"] = {"gradient": [], "double_backward": []}
     assert _peer.judge(row, surrogate=False) == ("agree", "")
+
+
+def test_an_input_opzoo_fails_by_another_property_is_not_one_it_passes():
+    """A ReLU returning float32 for float64 input, at x = 0.001: gradgradcheck fails with respect to
+    the grad_output (its grad_outputs are float32, so its differences round), and opzoo's gradient
+    and double_backward pass there (the first derivative's float32 rounding is within tolerance);
+    but hygiene fails the op at that very input (its dtype), so opzoo does not pass it: both fail,
+    the property named. The correct ReLU at the same input: agreement, the other properties not run."""
+    x = (torch.full((2,), 0.001, dtype=torch.float64),)
+    [(row, kind)] = _rows(WrongDtype, x)
+    assert row["peer"]["gradgradcheck_slow"].startswith("fail"), row
+    assert row["opzoo"] == {"gradient": "pass", "double_backward": "pass"}, row
+    assert row["opzoo_other"]["hygiene"].startswith("fail: output dtype is torch.float32"), row
+    assert kind == "both fail" and "hygiene (at this input)" in _peer.judge(row, surrogate=False)[1]
+    [(row, kind)] = _rows(ReLU, x)
+    assert kind == "agree" and "opzoo_other" not in row

@@ -24,16 +24,23 @@ At = Callable[[torch.Tensor], torch.Tensor]
 
 
 def gap_evidence(
-    at: At, f0: torch.Tensor, dirs: torch.Tensor, h: float, up: torch.Tensor, down: torch.Tensor
+    at: At,
+    f0: torch.Tensor,
+    dirs: torch.Tensor,
+    h: float,
+    up: torch.Tensor,
+    down: torch.Tensor,
+    slack: torch.Tensor | float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Along each direction, the gap between the one-sided derivatives, (f(x + hd) + f(x - hd) -
     2 f(x)) / h, is >= 0 where f is convex and <= 0 where it is concave: a gap too large to be a
-    smooth function's curvature is evidence against the other."""
+    smooth function's curvature is evidence against the other. ``slack`` (per row, a column): the
+    rounding of an output in a dtype shorter than float64, added to the tolerance."""
     convex_no = torch.zeros(f0.numel(), dtype=torch.bool)
     concave_no = torch.zeros(f0.numel(), dtype=torch.bool)
     if dirs.shape[0]:
         gap = up - down
-        tol = TOL * (1 + torch.maximum(up.abs(), down.abs()))
+        tol = TOL * (1 + torch.maximum(up.abs(), down.abs())) + slack
         kinky = _not_curvature(at, f0, dirs, h, gap, gap.abs() > tol)
         convex_no |= ((gap < 0) & kinky).any(1)
         concave_no |= ((gap > 0) & kinky).any(1)
@@ -60,11 +67,18 @@ def _not_curvature(
 
 
 def midpoint_evidence(
-    at: At, dirs: torch.Tensor, first: int, h: float, up: torch.Tensor, down: torch.Tensor, base: torch.Tensor
+    at: At,
+    dirs: torch.Tensor,
+    first: int,
+    h: float,
+    up: torch.Tensor,
+    down: torch.Tensor,
+    base: torch.Tensor,
+    slack: torch.Tensor | float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Convexity along pairs of directions (those from ``first`` on): f(x + h(a + b)/2) against the
     mean of f(x + ha) and f(x + hb), either sign each. Per row: evidence against convexity, against
-    concavity; whether f was finite at every midpoint."""
+    concavity; whether f was finite at every midpoint. ``slack``: as :func:`gap_evidence`'s."""
     k = dirs.shape[0]
     mids, sides = [], []
     for a, b in itertools.combinations(range(first, k), 2):
@@ -82,5 +96,5 @@ def midpoint_evidence(
     ends = torch.stack([(psi(a, sa) + psi(b, sb)) / 2 for a, sa, b, sb in sides], 1)
     scale = torch.stack([torch.maximum(psi(a, sa).abs(), psi(b, sb).abs()) for a, sa, b, sb in sides], 1)
     defect = mid - ends  # <= 0 if convex, >= 0 if concave
-    tol = TOL * (1 + torch.maximum(scale, mid.abs()))
+    tol = TOL * (1 + torch.maximum(scale, mid.abs())) + slack
     return (defect > tol).any(1), (defect < -tol).any(1), mid.isfinite().all(1)

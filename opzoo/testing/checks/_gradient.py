@@ -34,7 +34,7 @@ from opzoo.testing.checks._by_design import by_design_gradient
 from opzoo.testing.checks._compare import index_of
 from opzoo.testing.checks._kink_words import describe
 from opzoo.testing.checks._onesided import KINDS, Probe
-from opzoo.testing.checks._second_directional import directional_second, fits
+from opzoo.testing.checks._second_directional import directional_second, fits, own_direction
 from opzoo.testing.checks._surrogate import piecewise_constant_hint, surrogate_gradient
 from opzoo.testing.checks._surrogate_second import surrogate_double_backward
 
@@ -79,10 +79,34 @@ def gradient(op: Bound, *xs: torch.Tensor) -> None:
     try:
         _kinks.gradcheck_rows(op, inputs, run, op.notes, diagonal=_kinks.diagonal(op, xs))
     except GradcheckError as exc:
-        message = one_line(exc, with_type=False, lines=3) + piecewise_constant_hint(op, *xs)
+        message = (
+            one_line(exc, with_type=False, lines=3) + piecewise_constant_hint(op, *xs) + _dtype_hint(op, xs)
+        )
         output, input_ = _pair(exc)
         worst = worst_gradient_mismatch(op, inputs, output=output, input=input_)
         raise PropertyFailed(message, worst=worst) from None
+    except PropertyFailed as exc:
+        hint = _dtype_hint(op, xs)
+        if not hint:
+            raise
+        raise PropertyFailed(str(exc) + hint, **exc.details) from None
+
+
+def _dtype_hint(op: Bound, xs: Sequence[torch.Tensor]) -> str:
+    """What to add to a failed ``gradient`` whose op returns a shorter floating dtype than its
+    float64 inputs: its finite differences carry that dtype's rounding (``hygiene`` fails it)."""
+    given = next((x.dtype for x in xs if x.is_floating_point()), None)
+    try:
+        outs = op.outputs(*(x.detach() for x in xs))
+    except Exception:  # a hint must never hide the failure it decorates
+        return ""
+    short = [f"{j} is {o.dtype}" for j, o in enumerate(outs) if o.is_floating_point() and o.dtype != given]
+    if given is None or not short:
+        return ""
+    return (
+        f" (output {', '.join(short)} for {given} inputs: its finite differences carry that dtype's "
+        "rounding; the output dtype is hygiene's to judge)"
+    )
 
 
 def _pair(exc: GradcheckError) -> tuple[int | None, int | None]:
@@ -304,9 +328,12 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
     for layout, grads in (("contiguous", gs), ("non-contiguous", tuple(noncontiguous(g) for g in gs))):
         first = _kinks.first_derivative(also_elsewhere, grads)
 
-        def run(fn: Callable[..., object]) -> None:
-            # what gradgradcheck does: gradcheck of the first derivative, with its settings
+        def run(fn: Callable[..., object], own: bool = op.fast and layout == "contiguous") -> None:
+            # what gradgradcheck does: gradcheck of the first derivative, with its settings; in fast
+            # mode also along a direction of opzoo's own (torch's are the same at every input)
             gradcheck(fn, leaves, fast_mode=op.fast, eps=EPS, atol=ATOL, rtol=RTOL, check_undefined_grad=True)
+            if own:
+                own_direction(fn, leaves, EPS, ATOL, RTOL)  # type: ignore[arg-type]
 
         try:
             _kinks.gradcheck_rows(first, leaves, run, op.notes, diagonal=_kinks.diagonal(op, xs), order=2)

@@ -68,6 +68,14 @@ SMOOTH, CONVEX, CONCAVE, MIXED, JUMPS, UNBOUNDED, UNDEFINED = range(7)
 KINDS = ("smooth", "convex", "concave", "mixed", "jump", "unbounded", "undefined")
 
 
+def _eps(outs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Per output element, the machine epsilon of the dtype its output came back in (float64's for
+    one that is not floating: integers and booleans are exact)."""
+    floats = [o.dtype if o.is_floating_point() else torch.float64 for o in outs]
+    eps = [torch.full((o.numel(),), torch.finfo(d).eps, dtype=torch.float64) for o, d in zip(outs, floats)]
+    return torch.cat(eps) if eps else torch.zeros(0, dtype=torch.float64)
+
+
 def flat(ts: Sequence[torch.Tensor]) -> torch.Tensor:
     """The tensors' elements in one float64 vector, one after the other."""
     if not ts:
@@ -133,6 +141,7 @@ class Probe:
         outs = self._outputs(torch.zeros(self.n, dtype=torch.float64))
         self.out_shapes = [o.shape for o in outs]
         self.f0 = flat(outs)
+        self.ulp = _eps(outs)
         self.m = self.f0.numel()
         self.diagonal = diagonal and self.n > 0 and self.m > 0
         if self.diagonal:
@@ -196,9 +205,17 @@ class Probe:
         finite = f0.isfinite()
         nearby = torch.cat([plus, minus], 1).isfinite().all(1)
         self.up, self.down = (plus - base) / H, (base - minus) / H  # right, left derivatives
+        # rounding in a difference quotient: a few ulps of the values differenced, over the step, in
+        # the dtype each output came back in (a float32 output for float64 inputs rounds at 1e-7: its
+        # differences over 1e-6 move by about the values themselves, which is no kink, no jump of
+        # the derivative, no unboundedness); float64's is inside the tolerances already, a shorter
+        # dtype's is added to them (``short``)
+        values = torch.cat([plus, minus], 1).abs().nan_to_num(0.0, 0.0, 0.0).amax(1, keepdim=True)
+        self.noise = 8 * self.ulp[:, None] * (base.abs().nan_to_num(0.0, 0.0, 0.0) + values) / H
+        self._short = torch.where(self.ulp[:, None] > torch.finfo(torch.float64).eps, self.noise, 0.0)
         jumps, near_finite = self._jumps(plus, minus)
         nearby &= near_finite
-        convex_no, concave_no = gap_evidence(self._at, f0, dirs, H, self.up, self.down)
+        convex_no, concave_no = gap_evidence(self._at, f0, dirs, H, self.up, self.down, self._short)
         complete = self.diagonal or self.coordinates == self.n
         nonlinear = self._nonlinear() if complete else torch.zeros(self.m, dtype=torch.bool)
         kinked = convex_no | concave_no | nonlinear
@@ -207,15 +224,12 @@ class Probe:
         if bool((kinked & finite & nearby & ~jumps).any()):
             first = 0 if self.diagonal else self.coordinates
             mid_convex_no, mid_concave_no, mid_nearby = midpoint_evidence(
-                self._at, dirs, first, H, self.up, self.down, base
+                self._at, dirs, first, H, self.up, self.down, base, self._short
             )
             convex_no |= mid_convex_no
             concave_no |= mid_concave_no
             nearby &= mid_nearby
         self.kind = _kinds(convex_no, concave_no, nonlinear, jumps, nearby, finite)
-        # rounding in a difference quotient: a few ulps of the values differenced, over the step
-        values = torch.cat([plus, minus], 1).abs().nan_to_num(0.0, 0.0, 0.0).amax(1, keepdim=True)
-        self.noise = 8 * torch.finfo(torch.float64).eps * (base.abs().nan_to_num(0.0, 0.0, 0.0) + values) / H
 
     def _jumps(self, plus: torch.Tensor, minus: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Per row: a jump, a change that does not shrink with the step (a slope's shrinks 16-fold at
@@ -244,7 +258,7 @@ class Probe:
         rows = torch.arange(self.m)
         predicted = self.dots(rows, grad)[:, c:]
         size = self.dots(rows, grad.abs(), absolute=True)[:, c:]
-        tol = TOL * (1 + central[:, c:].abs() + size)
+        tol = TOL * (1 + central[:, c:].abs() + size) + self._short
         return ((central[:, c:] - predicted).abs() > tol).any(1)
 
     # -- what the rows are --------------------------------------------------------------------------
