@@ -34,6 +34,7 @@ sys.path.insert(0, str(HERE))
 
 from _record import Cause, Verdicts, check, provenance, skipped  # noqa: E402
 from _scratch_venv import ensure  # noqa: E402
+from real_world_scan import kept_section  # noqa: E402
 
 #: The packages and the versions the record pins (all install --no-deps and import with torch alone).
 PACKAGES = {
@@ -596,7 +597,8 @@ def main(argv: list[str]) -> int:
         results, raw, seconds = check(str(python), paths, args.jobs, "--timeout", str(args.timeout))
         (args.venv / "last-check.json").write_text(raw)
     doc, unexplained = render(facts, results, seconds, args)
-    args.out.write_text(doc)
+    kept = kept_section(args.out)  # benchmarks/real_world_scan.py's section, as it stands
+    args.out.write_text(doc + ("\n" + kept + "\n" if kept else ""))
     print(
         f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}", file=sys.stderr
     )
