@@ -592,6 +592,9 @@ def form_of(cls: type) -> str:
 def main() -> int:
     import real_world_ops
     from _describe import declared
+    from real_world_evidence_inputs import EVIDENCE as INPUTS
+
+    EVIDENCE.update(INPUTS)
 
     ops = {}
     for name, entry in real_world_ops.OPS.items():

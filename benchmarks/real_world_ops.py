@@ -1,4 +1,4 @@
-"""Real autograd Functions from nine PyPI packages, declared for opzoo exactly as published: each
+"""Real autograd Functions from seventeen PyPI packages, declared for opzoo exactly as published: each
 class is passed to ``opzoo.declare`` untouched, with no subclass and no wrapper.
 
 This is the declarations module of benchmarks/real_world.py, the real-world record
@@ -10,6 +10,12 @@ A surrogate-gradient op (a spike, a straight-through estimator, gradient reversa
 function whose derivative its backward computes: upstream's own ``primitive_function`` where
 upstream ships one (spikingjelly), otherwise the primitive written here from upstream's docstring
 formula, each with the docstring line it comes from.
+
+What upstream documents about its inputs and its backward is declared as it says: the set an input
+lives in (a symmetric matrix, a permutation and its inverse, positive values, a rotation), inputs that
+are data and never differentiated (``grad=False``), same-shape inputs (``broadcast=False``), a backward
+that is deliberately no derivative (``gradient="by design: ..."``), and a forward that draws
+(``random=True``).
 """
 
 from __future__ import annotations
@@ -21,18 +27,43 @@ import efficientnet_pytorch.utils as efficientnet
 import entmax.activations as entmax_act
 import entmax.losses as entmax_loss
 import entmax.root_finding as entmax_root
+import gpytorch.functions.rbf_covariance as gp_rbf
+import gpytorch.kernels.kernel as gp_kernel
+import gpytorch.variational.large_batch_variational_strategy as gp_large
+import gpytorch.variational.natural_variational_distribution as gp_natural
+import kornia.losses.focal as kornia_focal
 import mambapy.pscan as mamba
+import monai.visualize.gradient_based as monai_grad
+import pypose.lietensor.operation as pypose_op
+import pyro.contrib.oed.eig as pyro_eig
+import pyro.ops.special as pyro_special
 import pytorch_revgrad.functional as revgrad
 import pytorch_tabnet.sparsemax as tabnet
 import roma.mappings as roma
+import sinabs.activation.quantize as sinabs_quant
 import snntorch.surrogate as snn
 import sparsemax.sparsemax as sparsemax_pkg
 import spikingjelly.activation_based.quantize as sj_quant
 import spikingjelly.activation_based.surrogate as sj
 import torch
 import torch.nn.functional as F
+import torchdiffeq._impl.misc as torchdiffeq_misc
+import transformers.models.reformer.modeling_reformer as reformer
 
-from opzoo import Declared, Dim, Index, Param, declare
+from opzoo import (
+    Declared,
+    Dim,
+    Drawn,
+    Floats,
+    Index,
+    Mask,
+    Orthogonal,
+    Param,
+    Permutation,
+    Positive,
+    Symmetric,
+    declare,
+)
 
 
 @dataclass(frozen=True)
@@ -61,9 +92,13 @@ entmax_entmax15 = declare(
 )
 entmax_bisect = declare(
     entmax_root.EntmaxBisectFunction,
-    signature="(n)->(n)",
+    # "alpha: float or torch.Tensor ... alpha.shape[j] == (X.shape[j] if j != dim else 1)"; "differentiable
+    # with respect to both X and alpha" (the Dim moves alpha's size-1 core to dim)
+    # ... "or be expandable to": alpha broadcasts to X, never X to alpha (broadcast=False: of X's loop shape)
+    signature="(n),(1)->(n)",
+    broadcast=False,
+    inputs={"alpha": Floats(1.2, 2.5)},  # > 1; near 1 upstream warns of an indetermination
     params={
-        "alpha": Param(1.5, 1.2, 2.5),  # > 1; near 1 upstream warns of an indetermination
         "dim": Dim(),
         "n_iter": Param(50, 50, 60),  # float64 needs about 50 bisections (upstream: 24 for float32)
         "ensure_sum_one": Param(True),
@@ -235,16 +270,125 @@ mambapy_pscan = declare(
     min_sizes={"l": 1},  # npo2(0) takes log2(0): an empty sequence raises
 )
 
+# -- issue 29: what upstream documents about its inputs and its backward, declared -------------------------
+
+# gpytorch 1.15.2: "computes torch.diag(B' A B) where A is a symmetric matrix" (d_rhs = 2AB holds for those)
+gpytorch_quad_form = declare(
+    gp_large.QuadFormDiagonal, signature="(m,m),(m,n)->(n)", inputs={"matrix": Symmetric()}
+)
+# "RBFCovariance cannot compute gradients with respect to x1 and x2": they are data; one lengthscale
+gpytorch_rbf_covariance = declare(
+    gp_rbf.RBFCovariance,
+    signature="(n,d),(m,d),(1,1)->(n,m)",
+    loop_dims=0,
+    inputs={"x1": Floats(grad=False), "x2": Floats(grad=False), "lengthscale": Positive()},
+    params={"sq_dist_func": Param(gp_kernel.sq_dist, choices=(gp_kernel.sq_dist,))},
+)
+
+
+def _negative_definite(f: torch.Tensor) -> torch.Tensor:
+    # the natural parameter nat_covar = -S^-1 / 2: -2 * nat_covar is SPD (upstream takes its Cholesky)
+    n = f.shape[-1]
+    return -0.5 * (f @ f.mT / max(n, 1) + torch.eye(n, dtype=f.dtype))
+
+
+# "Calculates the natural gradient with respect to nat_mean, nat_covar" (gpytorch.optim.NGD's)
+gpytorch_nat_to_mu = declare(
+    gp_natural._NaturalToMuVarSqrt,
+    signature="(m),(m,m)->(m),(m,m)",
+    broadcast=False,  # a batch of nat_mean goes with a batch of nat_covar: neither broadcasts
+    inputs={"nat_covar": Drawn(_negative_definite, project=lambda a: (a + a.mT) / 2)},
+    dtypes=("float64", "float32"),  # torch's triangular_solve has no bfloat16 or float16 CPU kernel: a limit
+    gradient="by design: the natural gradient with respect to nat_mean and nat_covar (gpytorch's NGD)",
+)
+
+# pyro 1.9.2: log(input), its gradient divided by ewma, a running average of past inputs (not differentiated)
+pyro_ewma_log = declare(
+    pyro_eig._EwmaLogFn,
+    signature="(),()->()",
+    broadcast=False,
+    inputs={"input": Positive(), "ewma": Positive(grad=False)},
+    surrogate=lambda input, ewma: input / ewma,
+)
+# "Like torch.log but avoids infinite gradients at log(0) by clamping them to at most 1 / finfo.eps"
+pyro_safe_log = declare(
+    pyro_special._SafeLog,
+    domain=(0.0, math.inf),
+    reference=torch.log,
+    gradient="by design: torch.log's gradient capped at 1 / finfo(dtype).eps",
+)
+
+# monai 1.6.1: guided backprop, g kept where x > 0 and g > 0: not linear in g
+monai_guided_relu = declare(
+    monai_grad._AutoGradReLU,
+    reference=torch.relu,
+    gradient="by design: guided backprop keeps g where x > 0 and g > 0",
+    linear_in_grad=False,
+)
+
+# roma 1.8.0: "Identity on the orthonormalized matrices R ..., adding a term regularization * (M - R) to the
+# gradient of M ... cannot be expressed as the derivative of any function"
+roma_procrustes_regularization = declare(
+    roma._ProcrustesRegularization,
+    signature="(d,d),(d,d)->(d,d)",
+    broadcast=False,  # R is M orthonormalized: of M's shape
+    inputs={"R": Orthogonal()},
+    params={"regularization": Param(0.1, 0.0, 1.0)},
+    gradient="by design: adds regularization * (M - R) to M's gradient",
+    linear_in_grad=False,
+)
+
+# pypose 0.9.5: the exponential map of so3 to a unit quaternion; its backward is the gradient on the Lie
+# algebra (grad_output[..., :3] @ Jl, the left Jacobian), pypose's convention
+pypose_so3_exp = declare(
+    pypose_op.so3_Exp,
+    signature="(3)->(4)",
+    gradient="by design: the gradient on the Lie algebra (the left Jacobian), pypose's convention",
+)
+
+# torchdiffeq 0.2.5: returns out and gives x1 its gradient; torchdiffeq calls it with x1, out of one shape
+torchdiffeq_stitch_gradient = declare(
+    torchdiffeq_misc._StitchGradient,
+    signature="(),()->()",
+    broadcast=False,
+    inputs={"out": Floats(grad=False)},
+    surrogate=lambda x1, out: x1,
+)
+
+# kornia 0.9.0: "log_softmax(where(valid, pred, 0), 1).gather(1, target)", valid an optional mask (focal_loss
+# passes target.unsqueeze(1) and its mask unsqueezed likewise)
+kornia_target_log_softmax = declare(
+    kornia_focal._TargetLogSoftmax,
+    signature="(b,c),(b,1),(b,1)->(b,1)",
+    loop_dims=0,
+    inputs={"target": Index(high="c"), "valid": Mask(optional=True)},
+    reference=lambda pred, target, valid: torch.log_softmax(
+        pred if valid is None else torch.where(valid, pred, 0.0), 1
+    ).gather(1, target),
+)
+
+# sinabs 3.1.3: "quantized to ceil(x) with probability (x - floor(x))"; "the backward pass is provided as a
+# surrogate gradient (equivalent to that of a linear function)"
+sinabs_stochastic_rounding = declare(sinabs_quant.StochasticRounding, random=True, surrogate=lambda inp: inp)
+
+# transformers 5.24.0 (reformer): gathers by undo_sorted_bucket_idx, sends the gradient back by
+# sorted_bucket_idx, its inverse
+transformers_reverse_sort = declare(
+    reformer.ReverseSort,
+    signature="(b,h,s,d),(b,h,s),(b,h,s),(b,h,s)->(b,h,s,d),(b,h,s)",
+    loop_dims=0,
+    inputs={
+        "sorted_bucket_idx": Permutation("s"),
+        "undo_sorted_bucket_idx": Permutation("s", inverse_of="sorted_bucket_idx"),
+    },
+)
+
 # -- the record's table --------------------------------------------------------------------------------
 
 OPS: dict[str, Entry] = {
     "entmax_sparsemax": Entry("entmax", entmax_sparsemax),
     "entmax_entmax15": Entry("entmax", entmax_entmax15),
-    "entmax_bisect": Entry(
-        "entmax",
-        entmax_bisect,
-        "alpha declared a float param: its gradient (alpha as a tensor) is not checked",
-    ),
+    "entmax_bisect": Entry("entmax", entmax_bisect, "alpha a tensor input: its gradient checked too"),
     "entmax_sparsemax_bisect": Entry("entmax", entmax_sparsemax_bisect),
     "entmax_normmax_bisect": Entry("entmax", entmax_normmax_bisect),
     "entmax_budget_bisect": Entry("entmax", entmax_budget_bisect),
@@ -275,4 +419,28 @@ OPS: dict[str, Entry] = {
     "revgrad_revgrad": Entry("pytorch-revgrad", revgrad_revgrad, "alpha_ passed as a 0-d tensor"),
     "roma_procrustes": Entry("roma", roma_procrustes),
     "mambapy_pscan": Entry("mambapy", mambapy_pscan),
+    "gpytorch_quad_form": Entry("gpytorch", gpytorch_quad_form, "matrix symmetric, as documented"),
+    "gpytorch_rbf_covariance": Entry(
+        "gpytorch",
+        gpytorch_rbf_covariance,
+        "x1, x2 not differentiated (upstream refuses); gpytorch's sq_dist",
+    ),
+    "gpytorch_nat_to_mu": Entry(
+        "gpytorch", gpytorch_nat_to_mu, "nat_covar negative definite; the natural gradient, by design"
+    ),
+    "pyro_ewma_log": Entry("pyro-ppl", pyro_ewma_log, "ewma not differentiated; same shape"),
+    "pyro_safe_log": Entry("pyro-ppl", pyro_safe_log, "the capped gradient, by design"),
+    "monai_guided_relu": Entry("monai", monai_guided_relu, "guided backprop, by design"),
+    "roma_procrustes_regularization": Entry(
+        "roma", roma_procrustes_regularization, "R orthogonal; the regularised gradient, by design"
+    ),
+    "pypose_so3_exp": Entry("pypose", pypose_so3_exp, "the Lie-algebra gradient, by design"),
+    "torchdiffeq_stitch_gradient": Entry(
+        "torchdiffeq", torchdiffeq_stitch_gradient, "same shape; out not differentiated"
+    ),
+    "kornia_target_log_softmax": Entry("kornia", kornia_target_log_softmax, "valid an optional mask"),
+    "sinabs_stochastic_rounding": Entry("sinabs", sinabs_stochastic_rounding, "a random forward"),
+    "transformers_reverse_sort": Entry(
+        "transformers", transformers_reverse_sort, "two index inputs, inverse permutations"
+    ),
 }
