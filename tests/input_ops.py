@@ -227,3 +227,29 @@ class WrongAlongAxis(AlongAxis):
         axis, v = ctx.saved_tensors
         dot = (axis * v).sum(-1, keepdim=True)
         return dot * grad, (axis * grad).sum(-1, keepdim=True) * axis
+
+
+class ScaledLog(torch.autograd.Function):
+    """``x * log(s)`` for a positive ``s``, which it checks as upstream code does (pyro's ewma and
+    threshold Functions take a positive second input): gradients ``log(s)`` and ``x / s``."""
+
+    @staticmethod
+    def forward(ctx, x, s):
+        if bool((s <= 0).any()):
+            raise ValueError("s must be positive")
+        ctx.save_for_backward(x, s)
+        return x * torch.log(s)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, s = ctx.saved_tensors
+        return grad * torch.log(s), grad * x / s
+
+
+class WrongScaledLog(ScaledLog):
+    """The gradient for ``s`` is ``x / s^2``."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, s = ctx.saved_tensors
+        return grad * torch.log(s), grad * x / s**2

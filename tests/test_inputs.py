@@ -350,3 +350,17 @@ def test_a_backward_right_on_a_manifold_is_green_there_and_its_wrong_twin_red(
     declared = opzoo.declare(op, signature=signature, inputs={name: kind}, dtypes=DTYPES)
     assert _verdicts(declared, ["gradient"]) == {"gradient": "pass"}
     assert _verdicts(_wrong(wrong, declared), ["gradient"]) == {"gradient": "fail"}
+
+
+@pytest.mark.parametrize(
+    "kind", [Positive(), Drawn(lambda f: f.abs() + 0.5)], ids=["positive", "a-users-map"]
+)
+def test_an_input_that_must_be_positive_is_red_undeclared_green_declared_and_a_wrong_twin_red(kind):
+    """x * log(s), raising on s <= 0 as upstream code checks its input: red on accepts as drawn
+    before (any float for s), green on every property with s declared Positive() or drawn by a
+    user's map, and a twin with the gradient for s off red with it. All properties but compile:
+    torch.compile cannot trace a branch on a tensor's value (the check), a limitation of torch's."""
+    assert _verdicts(opzoo.declare(io.ScaledLog, signature="(),()->()"), ["accepts"]) == {"accepts": "fail"}
+    declared = opzoo.declare(io.ScaledLog, signature="(),()->()", inputs={"s": kind})
+    assert_correct(declared, properties=[p for p in PROPERTIES if p != "compile"], devices=["cpu"])
+    assert _verdicts(_wrong(io.WrongScaledLog, declared), ["gradient"]) == {"gradient": "fail"}
