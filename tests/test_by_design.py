@@ -99,9 +99,8 @@ class SafeLogDetached(SafeLog):
         return (grad / x.clamp(min=torch.finfo(x.dtype).eps)).detach()
 
 
-class Doubled(torch.autograd.Function):
-    """The identity, a backward of 2 g by design and a jvp of the derivative (roma's
-    _ProcrustesRegularization also has a jvp that is not its backward's transpose)."""
+class Identity(torch.autograd.Function):
+    """The identity's forward, for the by-design backwards below."""
 
     @staticmethod
     def forward(x):
@@ -110,6 +109,11 @@ class Doubled(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         pass
+
+
+class Doubled(Identity):
+    """The identity, a backward of 2 g by design and a jvp of the derivative (roma's
+    _ProcrustesRegularization also has a jvp that is not its backward's transpose)."""
 
     @staticmethod
     def backward(ctx, g):
@@ -226,17 +230,9 @@ def test_a_backward_not_linear_in_grad_output_is_red_on_gradient():
 C = 1e8
 
 
-class SolveRoundTrip(torch.autograd.Function):
+class SolveRoundTrip(Identity):
     """A backward that solves with an ill-conditioned matrix and multiplies back, as implicit-function
     backwards do: linear in grad_output, exactly; its rounding far above an element's ulps."""
-
-    @staticmethod
-    def forward(x):
-        return x.clone()
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
 
     @staticmethod
     def backward(ctx, g):

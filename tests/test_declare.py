@@ -302,6 +302,18 @@ def test_an_import_path_is_checked_from_the_command_line(tmp_path):
     ]
 
 
+#: A correct Function, as a module's text: written into a module an import path names.
+TWICE = (
+    "class Twice(torch.autograd.Function):\n"
+    "    @staticmethod\n"
+    "    def forward(ctx, x):\n"
+    "        return 2 * x\n"
+    "    @staticmethod\n"
+    "    def backward(ctx, g):\n"
+    "        return 2 * g\n"
+)
+
+
 def test_the_command_never_imports_an_import_paths_module(tmp_path):
     """`opzoo check pkg.mod:Class` runs none of the module's code in its own process: the module
     writes the pid of each process that imports it, and its parent's. A child of the command tries
@@ -312,14 +324,7 @@ def test_the_command_never_imports_an_import_paths_module(tmp_path):
     (tmp_path / "marked.py").write_text(
         "import os, torch\n"
         f"with open({str(marks)!r}, 'a') as f:\n"
-        "    f.write(f'{os.getpid()} {os.getppid()}\\n')\n"
-        "class Twice(torch.autograd.Function):\n"
-        "    @staticmethod\n"
-        "    def forward(ctx, x):\n"
-        "        return 2 * x\n"
-        "    @staticmethod\n"
-        "    def backward(ctx, g):\n"
-        "        return 2 * g\n"
+        "    f.write(f'{os.getpid()} {os.getppid()}\\n')\n" + TWICE
     )
     argv = ("check", "marked:Twice", "-p", "hygiene", "--profile", "ci", "--device", "cpu", "-j", "1")
     out = run_opzoo(*argv, env={"PYTHONPATH": str(tmp_path)})
@@ -350,16 +355,7 @@ def test_an_import_path_that_ends_or_hangs_its_import_is_one_line(tmp_path, text
 
 def test_an_import_path_is_checked_by_the_pytest_plugin(tmp_path):
     """`pytest --opzoo=pkg.mod:Class` makes one test per property of that class."""
-    (tmp_path / "mine.py").write_text(
-        "import torch\n"
-        "class Twice(torch.autograd.Function):\n"
-        "    @staticmethod\n"
-        "    def forward(ctx, x):\n"
-        "        return 2 * x\n"
-        "    @staticmethod\n"
-        "    def backward(ctx, g):\n"
-        "        return 2 * g\n"
-    )
+    (tmp_path / "mine.py").write_text("import torch\n" + TWICE)
     out = run_pytest(
         "-q",
         "--opzoo=mine:Twice",
