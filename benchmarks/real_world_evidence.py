@@ -19,19 +19,9 @@ import warnings
 from typing import Callable
 
 import torch
+from _evidence import EVIDENCE, F64, evidence
 
 warnings.filterwarnings("ignore")
-F64 = torch.float64
-Evidence = Callable[[], "tuple[bool, list[str]]"]
-EVIDENCE: dict[str, Evidence] = {}
-
-
-def evidence(key: str) -> Callable[[Evidence], Evidence]:
-    def add(fn: Evidence) -> Evidence:
-        EVIDENCE[key] = fn
-        return fn
-
-    return add
 
 
 def t(values: object, **kw: object) -> torch.Tensor:
@@ -590,11 +580,9 @@ def form_of(cls: type) -> str:
 
 
 def main() -> int:
+    import real_world_evidence_inputs  # noqa: F401  (its reproductions register in EVIDENCE)
     import real_world_ops
     from _describe import declared
-    from real_world_evidence_inputs import EVIDENCE as INPUTS
-
-    EVIDENCE.update(INPUTS)
 
     ops = {}
     for name, entry in real_world_ops.OPS.items():

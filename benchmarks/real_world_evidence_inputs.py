@@ -2,8 +2,8 @@
 by-design backwards, random forwards): plain-torch reproductions, no opzoo, each calling the upstream
 Function directly and checking it with torch alone, on inputs of the set upstream documents.
 
-benchmarks/real_world_evidence.py merges ``EVIDENCE`` into its own (a module of its own: that one is
-long enough).
+Its reproductions register in benchmarks/_evidence.py's ``EVIDENCE``, which real_world_evidence.py
+runs (a module of its own: that one is long enough).
 """
 
 from __future__ import annotations
@@ -12,20 +12,10 @@ import warnings
 from typing import Callable
 
 import torch
+from _evidence import F64, evidence
 from torch.autograd import gradcheck, gradgradcheck
 
 warnings.filterwarnings("ignore")
-F64 = torch.float64
-Evidence = Callable[[], "tuple[bool, list[str]]"]
-EVIDENCE: dict[str, Evidence] = {}
-
-
-def evidence(key: str) -> Callable[[Evidence], Evidence]:
-    def add(fn: Evidence) -> Evidence:
-        EVIDENCE[key] = fn
-        return fn
-
-    return add
 
 
 def _first_line(check: Callable[[], object]) -> str:
