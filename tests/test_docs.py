@@ -7,7 +7,7 @@ import re
 import shlex
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_opzoo
 
 DOCS = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
 #: Pages that keep records (measured, dated, at a commit), apart from the guides.
@@ -55,7 +55,6 @@ def test_python_examples_run(doc, capsys):
 
 def test_readme_plugin_example_installs_and_checks(tmp_path):
     """The README's ten-line plugin, installed as a real distribution, is listed, checked and trained."""
-    import os
     import subprocess
     import sys
 
@@ -87,10 +86,9 @@ def test_readme_plugin_example_installs_and_checks(tmp_path):
         check=True,
         capture_output=True,
     )
-    env = {**os.environ, "PYTHONPATH": str(site)}
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "opzoo", *args], capture_output=True, text=True, env=env)
+        return run_opzoo(*args, env={"PYTHONPATH": str(site)})
 
     listing = run("list")
     assert "square" in listing.stdout and "my-ops 0.1" in listing.stdout

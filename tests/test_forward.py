@@ -109,13 +109,6 @@ def test_each_wrong_op_passes_the_older_properties(wrong_registry, name):
 # -- the built-ins --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", FUNCTIONS + GENERAL + SURROGATE + LEARNABLE)
-def test_every_builtin_passes_forward_mode(name):
-    """Every built-in's jvp (or a Module's autograd) agrees with its backward, and vmap with a loop."""
-    result = check_property(BUILTIN.info(name), "forward_mode", profile="ci")
-    assert result.status == "pass", result.report()
-
-
 @pytest.mark.parametrize("name", FUNCTIONS + GENERAL + SURROGATE)
 def test_every_builtin_function_defines_jvp_and_a_vmap_rule(name):
     """The property's forward-mode and vmap branches, not its 'must raise' ones, run for built-ins."""

@@ -670,13 +670,6 @@ def test_library_property_catches_a_wrong_op(reg, name, phrase):
     assert phrase in result.reason and "example:" in result.report()
 
 
-@pytest.mark.parametrize("name", ["myrelu", "elu"])
-def test_library_property_passes(name):
-    """Built-in ops pass 'library' (every op is covered by test_properties' all-ops test)."""
-    result = check_property(opzoo.info(name), "library", profile="ci")
-    assert result.status == "pass", result.report()
-
-
 @pytest.mark.parametrize(
     "name", ["lib_classmethod_tanh", "lib_classic_cross_entropy", "lib_classic_double_grad"]
 )
