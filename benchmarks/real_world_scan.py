@@ -12,14 +12,17 @@ The record's verdicts are read from the venv's last-check.json, which benchmarks
 instead of scanning. Not run by CI.
 
 Run by the venv's python with ``--compare SCAN_JSON`` (the script does that itself), it prints each
-record op's contract next to the one scan inferred for the same Function, evaluated from the
-declaration scan printed: that imports the packages, so it runs only there.
+record op's contract next to the one scan inferred for the same Function, declared from the
+declaration scan printed, read as data (:func:`declared`: nothing read from the file runs): that
+imports the packages, so it runs only there.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import math
 import os
 import re
 import subprocess
@@ -119,13 +122,67 @@ def compare(report: dict) -> list[dict]:
         hand = shape(entry.op.contract)
         pair = {"op": name, "path": path, "status": row["status"], "hand": hand, "scan": None, "differs": []}
         if row["declaration"]:
-            module = path.partition(":")[0]
-            names = {"opzoo": opzoo, module.partition(".")[0]: __import__(module)}
-            inferred = eval(row["declaration"], names)  # scan's own printed declaration, as pasted
+            inferred = declared(row["declaration"], cls, opzoo)  # scan's printed declaration, as data
             pair["scan"] = shape(inferred.contract)
             pair["differs"] = [k for k in hand if hand[k] != pair["scan"][k]]
         out.append(pair)
     return out
+
+
+#: What a declaration scan prints may call besides ``opzoo.declare``: the parts of a contract.
+MAKERS = ("Dim", "Param", "Floats")
+
+
+def declared(text: str, cls: type, opzoo: object) -> object:
+    """``opzoo.declare(cls, ...)`` as the declaration ``text`` that scan printed for ``cls`` gives it,
+    read as data, never run: the call's one argument must name ``cls``; each keyword's value is a
+    literal, ``math.inf``, or one of :data:`MAKERS` called on such values. Anything else raises
+    ValueError."""
+    call = ast.parse(text.strip(), mode="eval").body
+    if not (isinstance(call, ast.Call) and _opzoo_name(call.func) == "declare" and len(call.args) == 1):
+        raise ValueError(f"not a declaration opzoo scan prints: {text!r}")
+    if _dotted(call.args[0]) != f"{cls.__module__}.{cls.__qualname__}":
+        raise ValueError(f"the declaration does not name {cls.__qualname__}: {text!r}")
+    return opzoo.declare(cls, **_keywords(call, opzoo))  # type: ignore[attr-defined]
+
+
+def _keywords(call: ast.Call, opzoo: object) -> dict:
+    if any(k.arg is None for k in call.keywords):
+        raise ValueError("a declaration with **keywords")
+    return {k.arg: _datum(k.value, opzoo) for k in call.keywords}
+
+
+def _datum(node: ast.expr, opzoo: object) -> object:
+    """One value of a declaration, rebuilt from its syntax tree (see :func:`declared`)."""
+    if isinstance(node, ast.Call) and _opzoo_name(node.func) in MAKERS:
+        make = getattr(opzoo, _opzoo_name(node.func))
+        return make(*(_datum(a, opzoo) for a in node.args), **_keywords(node, opzoo))
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return {_datum(k, opzoo): _datum(v, opzoo) for k, v in zip(node.keys, node.values)}  # type: ignore[arg-type]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        items = [_datum(e, opzoo) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else items
+    if _dotted(node) == "math.inf":
+        return math.inf
+    negative = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+    if negative and _dotted(node.operand) == "math.inf":  # type: ignore[attr-defined]
+        return -math.inf
+    return ast.literal_eval(node)  # raises ValueError on anything else
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` of a name and attributes, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def _opzoo_name(node: ast.expr) -> str | None:
+    """``X`` of ``opzoo.X``, else None."""
+    head, _, name = (_dotted(node) or "").partition(".")
+    return name if head == "opzoo" and name and "." not in name else None
 
 
 def shape(contract: object) -> dict:

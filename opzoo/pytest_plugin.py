@@ -311,7 +311,8 @@ def _named(config: pytest.Config, session: pytest.Session, items: list[Any], fla
         # A name that is no op is a usage error, one line; an op that fails to load is one
         # failing test, not one per property.
         try:
-            config.stash.setdefault(SPECS, {})[name] = lookup(reg, name)  # a name, or an import path
+            # a name, or an import path (its module tried in a child, imported in the workers only)
+            config.stash.setdefault(SPECS, {})[name] = lookup(reg, name, here=False)
         except OpNotFoundError as exc:
             raise pytest.UsageError(f"{flag}: {exc}") from None
         except OpZooError as exc:

@@ -107,3 +107,45 @@ def test_a_cause_explains_only_its_ops_properties_and_examples():
     assert cause_of((tiny, anywhere), "prod", {**failure, "example": {"values": [0.5]}}) is anywhere
     assert cause_of((tiny, anywhere), "prod", {**failure, "prop": "gradient"}) is anywhere
     assert cause_of((tiny,), "sum", failure) is None
+
+
+class _Scaled(torch.autograd.Function):
+    """x * k along dim (the target of a declaration that the scan record reads)."""
+
+    @staticmethod
+    def forward(ctx, x, dim=-1, k=2.0):
+        ctx.k = k
+        return x * k
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.k, None, None
+
+
+def test_the_scan_record_reads_a_declaration_as_data_and_runs_none():
+    """benchmarks/real_world_scan.py rebuilds the declaration scan printed from its syntax (opzoo.declare
+    of the class, literals, math.inf and opzoo's Dim, Param and Floats of them); it eval()'d it
+    before. Any other call, name or target is refused, and nothing of the text runs."""
+    import real_world_scan
+
+    import opzoo
+
+    target = f"{_Scaled.__module__}.{_Scaled.__qualname__}"
+    text = (
+        f"opzoo.declare(\n    {target},\n    signature='(n)->(n)',\n"
+        "    params={'dim': opzoo.Dim(), 'k': opzoo.Param(2.0, 2.0, 2.0)},  # pinned at upstream's defaults\n"
+        "    min_sizes={'n': 1},\n    inputs={'x': opzoo.Floats(-math.inf, 1.5)},\n)"
+    )
+    contract = real_world_scan.declared(text, _Scaled, opzoo).contract
+    assert (contract.signature, contract.min_sizes) == ("(n)->(n)", {"n": 1})
+    assert contract.params["dim"].axis and contract.params["k"].default == 2.0
+    assert (contract.inputs["x"].low, contract.inputs["x"].high) == (float("-inf"), 1.5)
+    for bad in (
+        f"opzoo.declare({target}, signature=__import__('os').system('exit 3'))",
+        f"opzoo.declare({target}, params={{'k': opzoo.declare(1)}})",
+        f"opzoo.declare({target}, **{{'signature': '(n)->(n)'}})",
+        "opzoo.declare(os.path.Other)",
+        "print('hello')",
+    ):
+        with pytest.raises(ValueError):
+            real_world_scan.declared(bad, _Scaled, opzoo)

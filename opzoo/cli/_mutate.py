@@ -74,8 +74,9 @@ def run_mutate(args: argparse.Namespace) -> int:
     from opzoo.testing.running._parallel import default_jobs
     from opzoo.testing.running._signals import insistent_interrupt
 
-    # a shard of mutate is a share of the ops: each op's control is checked once, in its shard
-    specs = [s for s in specs_from(reg, args.names) if in_shard(options.shard, s.name, "")]
+    # a shard of mutate is a share of the ops: each op's control is checked once, in its shard; an
+    # import path's module is imported in the workers only
+    specs = [s for s in specs_from(reg, args.names, here=False) if in_shard(options.shard, s.name, "")]
     verdicts: list[Any] = []
     began = time.perf_counter()
     try:

@@ -45,7 +45,7 @@ def run_report(args: argparse.Namespace) -> int:
     from opzoo.testing.running._parallel import default_jobs
     from opzoo.testing.running._signals import insistent_interrupt
 
-    specs = specs_from(reg, args.names)
+    specs = specs_from(reg, args.names, here=False)  # an import path's module: in the workers only
     with insistent_interrupt():
         report = _report.build(
             specs,

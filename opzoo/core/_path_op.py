@@ -1,7 +1,9 @@
 """An op named by its import path (``package.module:Class``) that no plugin publishes, as ``opzoo
-check`` takes it: its module is imported in a forked child first, which reports whether it imports
-and declares a valid op (or why not, in one line), and then only in the worker processes that check
-it. The command's own process never imports it, as it runs no op's code.
+check``, ``mutate``, ``report`` and ``pytest --opzoo`` take it: its module is imported in a forked
+child first, which reports whether it imports and declares a valid op (or why not, in one line) and
+its summary, and then only in the worker processes that run it. The command's own process never
+imports it, as it runs no op's code: what it makes of the op (a mutant) is a :class:`PathSpec` too,
+made where it is resolved.
 
 Linux only (fork): elsewhere, and in callers that want the spec itself, the path is resolved where
 it is asked for (``core._spec.spec_of``).
@@ -15,7 +17,8 @@ import os
 import select
 import signal
 import sys
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 from opzoo._records import PLUGIN_ERRORS
 from opzoo.core._discover import _ended, _hung
@@ -25,26 +28,39 @@ from opzoo.exceptions import ConfigError, OpZooError, one_line
 
 class PathSpec(OpSpec):
     """An op's spec by import path, resolved on first use in the process that uses it: ``name`` (the
-    path, as ``spec_of`` names it) without importing anything; every other field, and what is made
-    of them, the resolved :class:`OpSpec`'s. An ``OpSpec`` to its users (the torch.library bridge
-    takes a spec where it is one), equal only to itself, so that keeping it imports nothing."""
+    path, as ``spec_of`` names it) and ``summary`` (as the child that tried the path read it)
+    without importing anything; every other field, and what is made of them, the resolved
+    :class:`OpSpec`'s. An ``OpSpec`` to its users (the torch.library bridge takes a spec where it is
+    one), equal only to itself, so that keeping it imports nothing. ``make``: how it is resolved
+    (default: the path imported, :func:`resolved`)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(
+        self, path: str, *, summary: str | None = None, make: Callable[[], OpSpec] | None = None
+    ) -> None:
         object.__setattr__(self, "name", path.strip())
+        object.__setattr__(self, "_make", make or partial(resolved, path.strip()))
+        object.__setattr__(self, "_summary", summary)
         object.__setattr__(self, "_spec", None)
 
     def resolve(self) -> OpSpec:
         if self._spec is None:
-            object.__setattr__(self, "_spec", resolved(self.name))
+            object.__setattr__(self, "_spec", self._make())
         return self._spec
 
+    def derived(self, name: str, make: Callable[[OpSpec], OpSpec]) -> PathSpec:
+        """The op ``make`` makes of this one (a mutant of it), named ``name``, made where it is
+        resolved: not here."""
+        return PathSpec(name, summary=self._summary, make=lambda: make(self.resolve()))
+
     def __getattr__(self, attr: str) -> Any:  # the fields without a default: target, kind, ...
-        if attr.startswith("__") or attr == "_spec":
+        if attr.startswith("__") or attr in ("_spec", "_make", "_summary"):
             raise AttributeError(attr)
         return getattr(self.resolve(), attr)
 
     # the fields with a default are class attributes of OpSpec: read from the resolved spec too
-    summary = property(lambda self: self.resolve().summary)  # type: ignore[assignment]
+    summary = property(  # type: ignore[assignment]
+        lambda self: self.resolve().summary if self._summary is None else self._summary
+    )
     arguments = property(lambda self: self.resolve().arguments)  # type: ignore[assignment]
 
     def __eq__(self, other: object) -> bool:
@@ -55,6 +71,12 @@ class PathSpec(OpSpec):
 
     def __repr__(self) -> str:
         return f"PathSpec({self.name!r})"
+
+
+def settled(spec: OpSpec) -> OpSpec:
+    """``spec`` itself, or a :class:`PathSpec`'s resolved spec (its module imported here): for code
+    that runs in a worker and needs the op as it is (a ``dataclasses.replace`` of it)."""
+    return spec.resolve() if isinstance(spec, PathSpec) else spec
 
 
 def resolved(path: str) -> OpSpec:
@@ -79,11 +101,11 @@ def by_path(path: str) -> OpSpec:
     message = _in_child(path, Guard.from_env().timeout)
     if "error" in message:
         raise ConfigError(message["error"])
-    return PathSpec(path)
+    return PathSpec(path, summary=message.get("summary"))
 
 
 def _in_child(path: str, limit: float) -> dict[str, str]:
-    """What a forked child that resolves ``path`` says: ``{}``, or ``{"error": line}``."""
+    """What a forked child that resolves ``path`` says: ``{"summary": the op's}``, or ``{"error": line}``."""
     read, write = os.pipe()
     parent = os.getpid()
     pid = os.fork()
@@ -111,7 +133,7 @@ def _try(path: str, write: int, parent: int) -> None:
         _quiet(parent)
         message: dict[str, str] = {}
         try:
-            resolved(path)
+            message["summary"] = resolved(path).summary
         except BaseException as exc:  # SystemExit, KeyboardInterrupt raised at import: its failure too
             ours = isinstance(exc, OpZooError)  # resolved's own words (a contract's, an import's)
             message["error"] = str(exc) if ours else _cannot(path, one_line(exc, with_type=True))

@@ -72,6 +72,7 @@ class Curves:
     declared: list[float]  # declared kinks in range
     detected: list[float]  # kinks found numerically, not declared
     box: tuple[float, float]  # the range the checks draw from
+    surrogate_op: bool = False  # the op declares a surrogate: its backward is the surrogate's
 
 
 def curves(spec: OpSpec) -> Curves:
@@ -100,7 +101,7 @@ def curves(spec: OpSpec) -> Curves:
     detected = [v for v in x[rough].tolist() if all(abs(v - k) > 1e-9 for k in declared)]
     return Curves(
         params, *(_array(t) for t in (x, y, backward, oracle)), label, _array(surrogate),
-        declared, detected, (lo, hi),
+        declared, detected, (lo, hi), spec.contract.surrogate is not None,
     )  # fmt: skip
 
 
@@ -110,11 +111,12 @@ def _array(t: torch.Tensor | None) -> Any:
 
 def derivative_figure(plt: Any, spec: OpSpec, c: Curves, failed: list[Any]) -> Any:
     """The forward above; below, the hand-written backward, the oracle's derivative (and for a
-    surrogate op the declared surrogate's and the true derivative); kinks and failures marked."""
+    surrogate op the declared surrogate's and the true derivative); kinks and failures marked. Of
+    ``spec`` only its name is read: an import path's op is never resolved here."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 4.6), dpi=80, sharex=True)
     top.plot(c.x, c.y, color="#222", linewidth=1.3, label="forward")
     top.set_ylabel("f(x)", fontsize=8)
-    surrogate = spec.contract.surrogate is not None
+    surrogate = c.surrogate_op
     name = "backward (the surrogate)" if surrogate else "backward (hand-written)"
     bottom.plot(c.x, c.backward, color="#4c72b0", linewidth=2.2, label=name)
     if c.oracle is not None:

@@ -222,7 +222,8 @@ def _verdicts(results: list[Any], props: Sequence[str]) -> str:
 
 def _op_section(plt: Any, spec: OpSpec, results: list[Any], found: Evidence) -> tuple[str, int]:
     """One op: its failures, its derivative plot (elementwise ops), its error histograms, drawn
-    from what its worker ``found``."""
+    from what its worker ``found``; of ``spec`` only its name and summary are read (an import
+    path's, as the child that tried it read them: its module is never imported here)."""
     parts = [f"<h2>{_e(spec.name)}</h2>"]
     if spec.summary:
         parts.append(f"<p>{_e(spec.summary)}</p>")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from opzoo.core._path_op import PathSpec
 from opzoo.core._registry import OpSpec
 from opzoo.exceptions import one_line
 from opzoo.testing.mutation import _mutant_facts
@@ -65,12 +66,13 @@ def gather(
 ) -> dict[int, Any]:
     """Each op's :class:`Facts` (or the pool's failing Result: the worker ended or was killed), by
     its index, found on the workers; none for an op that hung (``hung``: their indices). The kinks
-    found are kept here, so that the workers of step 2, forked after, inherit them."""
+    found are kept here, so that the workers of step 2, forked after, inherit them (not those of an
+    import path's op, whose class is never here: each of its workers finds them again)."""
     if not names:
         return {}
     asked = [(i, "facts", "cpu") for i in range(len(specs)) if i not in hung]
     got = run_pool(specs, asked, facts, jobs=jobs, limit=timeout, names=names, timeout=timeout)
     for (i, _, _), found in got.items():
-        if isinstance(found, Facts) and not found.reason:
+        if isinstance(found, Facts) and not found.reason and not isinstance(specs[i], PathSpec):
             _mutant_facts._FOUND[specs[i].name, id(specs[i].target)] = found.kinks
     return {i: found for (i, _, _), found in got.items()}

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import torch
 
 from opzoo.core._arguments import PARAM, TENSOR
+from opzoo.core._path_op import PathSpec
 from opzoo.core._registry import OpSpec
 from opzoo.testing.checks._forward import defines_jvp
 from opzoo.testing.mutation._module_mutant import module_mutant
@@ -52,8 +53,11 @@ def _nothing() -> None:
 def mutant_spec(spec: OpSpec, mutant: str | Mutant, *, changed: Callable[[], None] = _nothing) -> OpSpec:
     """``spec`` with its derivative mutated by ``mutant`` (a name in :data:`MUTANTS`, or a record),
     named ``spec.name~mutant``; ``changed()`` is called for each backward or jvp in which the mutant
-    changed a gradient (or a tangent, or wrote into a grad_output)."""
+    changed a gradient (or a tangent, or wrote into a grad_output). An import path's op is not
+    imported here: its mutant is made where it is resolved (a worker)."""
     m = MUTANTS[mutant] if isinstance(mutant, str) else mutant
+    if isinstance(spec, PathSpec):
+        return spec.derived(f"{spec.name}~{m.name}", lambda op: mutant_spec(op, m, changed=changed))
     if spec.kind == "module":
         target: type = module_mutant(spec, m, changed)
     else:

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from opzoo.core._path_op import settled
 from opzoo.core._registry import OpSpec, Registry
 from opzoo.testing.mutation._facts_task import Facts, gather
 from opzoo.testing.mutation._mutant_ops import mutant_spec
@@ -165,6 +166,7 @@ def mutate_one(
     """Run ``props`` (all by default) on ``spec`` mutated by ``mutant`` until one fails; never
     raises for the op's sake. ``failing``: op name -> properties its control failed, not run here.
     ``kw`` goes to :func:`~opzoo.testing.running._runner.check_property` (profile, examples, timeout...)."""
+    spec = settled(spec)  # an import path's op imported here, a worker: its mutant wrapped at once
     m = MUTANTS[mutant]
     why = m.applies(spec)
     if why:
