@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 
 import pytest
+import torch
 from conftest import run_opzoo
 from correct_ops import Cube
 from hostile_ops import ON_PATH
@@ -232,3 +233,26 @@ def test_an_op_that_patches_the_checker_changes_no_later_verdict(jobs):
         "hygiene[wrong_ops:WrongSign]": "pass",
         "gradient[wrong_ops:WrongSign]": "fail",
     }
+
+
+class ParallelInside(Cube):
+    """x³, whose forward also sums a million ones: a parallel region (at two threads or more)."""
+
+    @staticmethod
+    def forward(x):
+        return x**3 + 0 * torch.ones(2**20, dtype=x.dtype).sum()
+
+
+def test_a_worker_forked_after_a_parallel_region_runs_its_own():
+    """GNU OpenMP is not fork-safe: a worker forked from a process that ran a parallel region
+    waited forever at its own first one when it ran two threads (a report's plots drawn before its
+    mutation score: every control 'hung', the score n/a). Workers run one thread: the check passes."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the suite runs one (OMP_NUM_THREADS=1): a user's process runs more
+    try:
+        torch.ones(2**20, dtype=torch.float64).sum()  # this process's parallel region
+        options = RunOptions(("hygiene",), "ci", 2, device="cpu", timeout=30, jobs=1)
+        results = check_all([spec_of(ParallelInside)], options)
+    finally:
+        torch.set_num_threads(before)
+    assert [r.status for r in results] == ["pass"], results[0].reason

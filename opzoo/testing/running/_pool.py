@@ -113,7 +113,6 @@ class Pool:
         self.specs, self.jobs, self.grace, self.kw = specs, jobs, grace, kw
         self.hooks, self.work = hooks, work
         self.timeout: float | None = limit if limit is not None else kw.get("timeout")
-        self.threads = max(1, _torch_threads() // jobs)
         self.context = multiprocessing.get_context("fork")
         self.workers: list[tuple[Any, Connection]] = []
         self.busy: dict[Connection, tuple[Any, Task, float]] = {}
@@ -208,7 +207,7 @@ class Pool:
         ours, theirs = self.context.Pipe()
         proc = self.context.Process(
             target=_serve,
-            args=(theirs, self.specs, self.kw, self.threads, self.work, os.getpid(), self.hooks),
+            args=(theirs, self.specs, self.kw, self.work, os.getpid(), self.hooks),
             name="opzoo-check",
             daemon=True,
         )
@@ -257,17 +256,10 @@ def _kill(proc: Any) -> None:
     proc.kill()
 
 
-def _torch_threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
-
-
 def _serve(
     conn: Connection,
     specs: Sequence[OpSpec],
     kw: dict[str, Any],
-    threads: int,
     work: Callable[..., Any],
     parent: int,
     hooks: RunHooks | None,
@@ -283,7 +275,7 @@ def _serve(
     os.setpgid(0, 0)
     become_subreaper()
     try:
-        _tasks(conn, specs, kw, threads, work, hooks)
+        _tasks(conn, specs, kw, work, hooks)
     finally:
         end_descendants()
 
@@ -292,7 +284,6 @@ def _tasks(
     conn: Connection,
     specs: Sequence[OpSpec],
     kw: dict[str, Any],
-    threads: int,
     work: Callable[..., Any],
     hooks: RunHooks | None,
 ) -> None:
@@ -305,7 +296,11 @@ def _tasks(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for stop in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop, signal.SIG_DFL)
-    torch.set_num_threads(threads)  # the workers share the cores rather than each taking all
+    # One thread each, as torch's DataLoader workers: GNU OpenMP is not fork-safe. A worker forked
+    # from a process that ever ran a parallel region (a report's plots, a user's training before
+    # assert_correct) waits forever at its own first one if it runs more than one thread, so that a
+    # correct op "hung" (`opzoo report --mutate -j 1`: every control timed out, the score n/a).
+    torch.set_num_threads(1)
     if hooks is not None:
         hooks.news()  # the failures the parent already has
     while True:
