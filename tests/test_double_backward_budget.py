@@ -68,7 +68,7 @@ def test_over_the_cap_the_input_is_noted_not_passed_silently(monkeypatch):
     assert [n for n in notes if "its second derivative is not checked there" in n] == [
         f"a large input (5,000 elements) where the first derivative's directional derivative differs "
         f"from its finite differences, and telling a kink there from an error takes up to {calls} calls "
-        "of it, more than the budget of 0 s at what one call costs here: its second derivative is not "
+        "of it, more than the budget of 0 CPU s at what one call costs here: its second derivative is not "
         "checked there (OPZOO_PROBE_BUDGET=inf checks it in full)"
     ]
 
@@ -113,6 +113,8 @@ def _counted(fn):
         (lambda x: ((x**3).sum(-1, keepdim=True),), (LARGE_X,), False),
         (lambda x: (x.abs().sum(-1, keepdim=True),), (LARGE_X,), False),
         (lambda x: (torch.sign(x).sum(-1, keepdim=True),), (LARGE_X,), False),
+        # not finite at the point (x ** -1 at 0, xlogy's nan): no midpoints
+        (lambda x: ((1 / x).sum(-1, keepdim=True),), (LARGE_X.clamp(min=0),), False),
         # small: every coordinate
         (lambda x: (x.abs().amax(-1, keepdim=True),), (torch.zeros(6, dtype=torch.float64),), False),
         # elementwise, of one input and of two, at their kinks (where the probe does the most)
@@ -124,7 +126,9 @@ def test_the_calls_counted_bound_a_probe_s(fn, xs, diagonal):
     """:func:`probe_calls` bounds the calls a Probe makes (less the 4 an elementwise op's check makes
     after it), so that the estimate is never below what the probe costs."""
     counted, calls = _counted(fn)
-    Probe(counted, xs, diagonal=diagonal)
-    bound = sd.probe_calls(xs, diagonal) - (4 if diagonal else 0)
+    probe = Probe(counted, xs, diagonal=diagonal)
+    finite = bool(probe.f0.isfinite().any())
+    bound = sd.probe_calls(xs, diagonal, finite) - (4 if diagonal else 0)
     assert calls[0] <= bound
-    assert calls[0] >= bound // 2  # and not far above it: the cap is not reached for nothing
+    if finite:  # and not far above it where the midpoints run: the cap is not reached for nothing
+        assert calls[0] >= bound // 2
