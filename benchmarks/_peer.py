@@ -28,10 +28,11 @@ def peer(op: Any, *xs: Any) -> None:
     row["peer"] = torch_verdicts(op, xs)
     row["opzoo"], row["notes"] = opzoo_verdicts(op, xs)
     surrogate = op.spec.contract.surrogate is not None
-    if op.fast and judge(row, surrogate)[0] == "blind":
+    by_design = op.spec.contract.by_design is not None
+    if op.fast and judge(row, surrogate, by_design)[0] == "blind":
         # the peer's slow mode against opzoo's fast one: opzoo's full Jacobian on this input too
         row["opzoo_slow"], row["notes_slow"] = opzoo_verdicts(dataclasses.replace(op, fast=False), xs)
-    if judge(row, surrogate)[0] == "blind":
+    if judge(row, surrogate, by_design)[0] == "blind":
         # opzoo's other properties on this very input: one that fails it means opzoo does not pass it
         row["opzoo_other"], _ = opzoo_verdicts(op, xs, others(op.spec))
     ROWS.append(row)
@@ -144,9 +145,10 @@ def fails(verdict: str) -> bool:
     return verdict.startswith(("fail", "error"))
 
 
-def judge(row: dict[str, Any], surrogate: bool) -> tuple[str, str]:
+def judge(row: dict[str, Any], surrogate: bool, by_design: bool = False) -> tuple[str, str]:
     """One input's class: "agree" (both pass), "both fail", "opzoo only" (opzoo fails, the peer
-    passes), "explained" or "blind" (the peer fails, opzoo passes), with what explains it."""
+    passes), "explained" or "blind" (the peer fails, opzoo passes), with what explains it.
+    ``surrogate``, ``by_design``: the op declares a surrogate gradient or a by-design backward."""
     peer_first = any(fails(row["peer"][k]) for k in CHECKS[:2])
     peer_second = any(fails(row["peer"][k]) for k in CHECKS[2:])
     ours = [p for p in OURS if row["opzoo"][p].startswith("fail")]
@@ -160,17 +162,19 @@ def judge(row: dict[str, Any], surrogate: bool) -> tuple[str, str]:
     whys = []
     for failed, prop in ((peer_first, "gradient"), (peer_second, "double_backward")):
         if failed:
-            why = _why(row, prop, surrogate)
+            why = _why(row, prop, surrogate, by_design)
             if why is None:
                 return "blind", f"{prop} passes unnoted"
             whys.append(why)
     return "explained", "; ".join(dict.fromkeys(whys))
 
 
-def _why(row: dict[str, Any], prop: str, surrogate: bool) -> str | None:
+def _why(row: dict[str, Any], prop: str, surrogate: bool, by_design: bool = False) -> str | None:
     """What opzoo's ``prop`` said at this input that explains the peer's failure, or None."""
     if surrogate:
         return "a declared surrogate: the backward is not the derivative, on purpose"
+    if by_design:  # Contract(by_design=...): guided backprop, say; gradient holds what it can of it
+        return "a declared by-design backward: the backward is not the derivative, on purpose"
     if row["opzoo"][prop].startswith("skip"):
         return f"{prop} {row['opzoo'][prop]}"
     if row["notes"][prop]:

@@ -20,7 +20,7 @@ Then opzoo's other properties on the op (a full check; ``--check green``: only o
 Two lists per set:
 
 - peer fails, opzoo passes (per input): explained by what opzoo noted or skipped there, or by a
-  declared surrogate (the backward is not the derivative, on purpose); otherwise a blind spot, unless
+  declared surrogate or by-design backward (not the derivative, on purpose); otherwise a blind spot, unless
   another of opzoo's properties fails the op at that very input (then opzoo does not pass it: both
   fail, listed apart);
 - opzoo fails, peer passes (per op): the properties that failed, each seeing what the peer cannot.
@@ -61,6 +61,7 @@ class Record:
     seconds: float = 0.0  # CPU seconds of the task
     timed_out: bool = False
     surrogate: bool = False
+    by_design: bool = False
 
 
 def work(spec: Any, what: str, *, device: str = "cpu", timeout: float | None = None) -> Record:
@@ -70,6 +71,7 @@ def work(spec: Any, what: str, *, device: str = "cpu", timeout: float | None = N
 
     began = time.process_time()
     record = Record(spec.name, what, surrogate=spec.contract.surrogate is not None)
+    record.by_design = spec.contract.by_design is not None
     if what == "peer":
         ROWS.clear()
         result = check_property(spec, "peer", profile="ci", device=device, timeout=timeout)
@@ -162,7 +164,7 @@ def gather(names: list[str], done: dict[Any, Any]) -> list[Op]:
                 continue
             timed_out |= r.timed_out
             seconds += r.seconds
-            rows += [(row, *judge(row, r.surrogate)) for row in r.rows]
+            rows += [(row, *judge(row, r.surrogate, r.by_design)) for row in r.rows]
             for row in r.rows:  # opzoo's own verdicts on the peer's inputs (all, without a full check)
                 verdicts = {**row["opzoo"], **row.get("opzoo_other", {})}
                 failed.update({p: v for p, v in verdicts.items() if fails(v) and p not in failed})

@@ -83,3 +83,16 @@ def test_an_input_opzoo_fails_by_another_property_is_not_one_it_passes():
     assert kind == "both fail" and "hygiene (at this input)" in _peer.judge(row, surrogate=False)[1]
     [(row, kind)] = _rows(ReLU, x)
     assert kind == "agree" and "opzoo_other" not in row
+
+
+def test_a_declared_by_design_backward_explains_the_peer_s_failure():
+    """Guided backprop (monai's): the backward is not the derivative, on purpose, and opzoo's gradient
+    holds what it can of it unnoted. The peer's failure there is the declaration's, as a surrogate's."""
+    row = {"peer": dict.fromkeys(_peer.CHECKS, "fail: Jacobian mismatch"), "opzoo": {}, "notes": {}}
+    row["opzoo"] = {"gradient": "pass", "double_backward": "pass"}
+    row["notes"] = {"gradient": [], "double_backward": []}
+    assert _peer.judge(row, surrogate=False)[0] == "blind"
+    assert _peer.judge(row, surrogate=False, by_design=True) == (
+        "explained",
+        "a declared by-design backward: the backward is not the derivative, on purpose",
+    )

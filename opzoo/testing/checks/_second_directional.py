@@ -4,13 +4,22 @@ build the whole Jacobian to word a failure). One double vjp, vᵀJ_F u, against 
 the first derivative F along u, with the tolerance and the non-smooth-element handling of
 ``gradient``'s directional check (``_gradient.directional``).
 
+Telling a kink from an error there takes a :class:`~opzoo.testing.checks._onesided.Probe` of the first
+derivative: some 400 calls of it on an op that is not elementwise, minutes where one call takes a
+second. In fast mode its cost is estimated first (:func:`probe_calls` times the CPU seconds one call
+took) and, above :data:`BUDGET_S` (``OPZOO_PROBE_BUDGET`` overrides it), that input's check is left
+out with a note (:func:`over_budget`): never a pass that says nothing, never a red.
+
 And on a small input in fast mode, one direction of opzoo's own beside torch's (:func:`own_direction`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
+import os
+import time
 from typing import Callable, Sequence
 
 import torch
@@ -20,7 +29,14 @@ from opzoo.testing.checks import _kinks
 from opzoo.testing.checks._backward_rows import jacobian_rows
 from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad, grad_outputs
 from opzoo.testing.checks._kink_words import describe
-from opzoo.testing.checks._onesided import KINDS, Probe
+from opzoo.testing.checks._onesided import KINDS, MAX_COORDINATES, RANDOM, RANDOM_DIAGONAL, Probe
+
+#: What the kink probe of one large input may cost in fast mode, in CPU seconds of first-derivative
+#: calls (estimated before it runs). The zoo's, the fixtures' and the real-world record's probes are
+#: estimated at a few seconds at most (docs/records/testing.md); roma's Procrustes on its (47, 47, 47)
+#: edge at over an hour (about 450 calls of 10 s).
+BUDGET_S = 120.0
+ENV_BUDGET = "OPZOO_PROBE_BUDGET"
 
 
 def fits(analytic: float, numeric: float, size: int) -> bool:
@@ -36,17 +52,26 @@ def directional_second(
     on their own (an elementwise op: all elements at once) and left out, or (another op) the input is
     not checked, with a note. A nan or infinite second derivative where the differences are finite is
     a failure; differences that are not finite (the first derivative overflows nearby) are no
-    evidence: noted, not checked."""
+    evidence: noted, not checked. In fast mode, a probe estimated over the budget: noted, not run."""
     size = sum(x.numel() for x in xs)
     gen = torch.Generator().manual_seed(len(leaves))  # one direction, the same for every example
     base = tuple(x.detach() for x in leaves)
     us = tuple(torch.randn(x.shape, generator=gen, dtype=x.dtype).to(x.device) for x in base)
-    vs = grad_outputs(first(*base))
+    began = time.process_time()  # CPU seconds: what a call costs, whatever else the machine runs
+    at = first(*base)
+    seconds = time.process_time() - began
+    vs = grad_outputs(at)
     keep = None
     analytic, numeric = _along(first, base, us, vs, keep, eps)
     if fits(analytic, numeric, size):
         return
-    if _kinks.diagonal(op, xs):
+    diagonal = _kinks.diagonal(op, xs)
+    # the rows the probe sees at the point (each element, or the one weighted sum): any finite?
+    rows = list(at) if diagonal else [sum((f * v).sum() for f, v in zip(at, vs))]
+    finite = any(bool(torch.as_tensor(r).isfinite().any()) for r in rows)
+    if op.fast and over_budget(op.notes, probe_calls(base, diagonal, finite), seconds, size):
+        return
+    if diagonal:
         probe = Probe(first, base, diagonal=True)
         rows = (~probe.smooth).nonzero().reshape(-1)
         if len(rows):
@@ -79,6 +104,48 @@ def directional_second(
         f"analytical {analytic:.9g} (vᵀJu of the first derivative along a random u, as "
         "gradgradcheck's fast mode checks it)"
     )
+
+
+def probe_calls(xs: Sequence[torch.Tensor], diagonal: bool, finite: bool = True) -> int:
+    """The most calls of the first derivative that telling its kinks at ``xs`` makes: a
+    :class:`Probe` (its point, then along each direction both ways, again at a smaller step where
+    something jumps, at half and twice the step where a gap may be curvature, and, if a row is
+    ``finite`` at the point, the midpoints of each pair of its directions after the coordinates),
+    then for an elementwise op its Jacobian rows and the directional check again.
+    tests/test_double_backward_budget.py counts them."""
+    n = sum(x.numel() for x in xs)
+    if diagonal:
+        coordinates, first = len(xs), 0  # a Probe's pairs then start at the coordinates
+        randoms = 0 if len(xs) == 1 else 1 + RANDOM_DIAGONAL
+    else:
+        coordinates = n if n <= MAX_COORDINATES else 0
+        randoms, first = 1 + RANDOM, coordinates
+    dirs = coordinates + randoms
+    pairs = (dirs - first) * (dirs - first - 1) // 2 if finite else 0
+    return 1 + 2 * dirs + 2 * dirs + 4 * dirs + 4 * pairs + (4 if diagonal else 0)
+
+
+def budget() -> float:
+    """:data:`BUDGET_S`, or the seconds ``OPZOO_PROBE_BUDGET`` gives (``inf``: no cap)."""
+    seconds = BUDGET_S
+    with contextlib.suppress(ValueError):
+        seconds = float(os.environ.get(ENV_BUDGET, BUDGET_S))
+    return seconds if seconds >= 0 else BUDGET_S
+
+
+def over_budget(notes: list[str], calls: int, seconds: float, size: int) -> bool:
+    """Whether ``calls`` of ``seconds`` each cost more than :func:`budget`; if so, a note that says
+    so and how to run it in full (without the seconds measured: the same note at every run)."""
+    limit = budget()
+    if calls * seconds <= limit:
+        return False
+    notes.append(
+        f"a large input ({size:,} elements) where the first derivative's directional derivative differs "
+        f"from its finite differences, and telling a kink there from an error takes up to {calls} calls "
+        f"of it, more than the budget of {limit:g} CPU s at what one call costs here: its second derivative "
+        f"is not checked there ({ENV_BUDGET}=inf checks it in full)"
+    )
+    return True
 
 
 def _along(
