@@ -17,6 +17,7 @@ from opzoo.core._registry import OpSpec
 from opzoo.exceptions import one_line
 from opzoo.testing.checks._bound import Bound, PropertyFailed, grad
 from opzoo.testing.checks._compare import same_bits
+from opzoo.testing.checks._reseed import reseeded
 
 #: What ``torch.library.opcheck`` tests on every drawn input: schema (no mutation, no aliasing),
 #: autograd registration, and the fake kernel against the real one (shapes, dtypes, strides).
@@ -203,14 +204,7 @@ def _same_as_function(
 def _seeded(run: Any, fn: Any, tensors: tuple[torch.Tensor, ...]) -> Any:
     """``run(fn)`` with the random generators (CPU, and the CUDA devices of ``tensors``) seeded 0
     inside and as they were after."""
-    devices = sorted({t.get_device() for t in tensors if t.is_cuda})
-    with torch.random.fork_rng(devices=devices):
-        if devices or torch.cuda.is_available():
-            torch.manual_seed(0)
-        else:
-            # the same seed for the only generator there is: torch.manual_seed also queues one for
-            # each lazily initialised accelerator, with a stack trace, 0.23 ms a call, queues that grow
-            torch.default_generator.manual_seed(0)
+    with reseeded(tensors, 0):
         return run(fn)
 
 

@@ -18,12 +18,12 @@ SEED = 20260
 
 
 @contextlib.contextmanager
-def reseeded(tensors: Sequence[Any]) -> Iterator[None]:
+def reseeded(tensors: Sequence[Any], seed: int = SEED) -> Iterator[None]:
     """torch's generators (the CPU's, and those of the GPUs ``tensors`` are on) forked and seeded to
-    :data:`SEED` in the block: a random forward draws the same numbers at every call."""
+    ``seed`` in the block: a random forward draws the same numbers at every call."""
     devices = sorted({t.get_device() for t in tensors if isinstance(t, torch.Tensor) and t.is_cuda})
     with torch.random.fork_rng(devices=devices):
-        torch.default_generator.manual_seed(SEED)  # not torch.manual_seed: 1.5 ms (see _repeatable)
+        torch.default_generator.manual_seed(seed)  # not torch.manual_seed: 1.5 ms (see _repeatable)
         for d in devices:
-            torch.cuda.default_generators[d].manual_seed(SEED)
+            torch.cuda.default_generators[d].manual_seed(seed)
         yield
