@@ -8,7 +8,8 @@
 - :class:`Terminated`: SIGTERM or SIGHUP raised as an exception (a KeyboardInterrupt, so that what
   already stops on Ctrl-C stops on it too: ``opzoo check``'s workers, its report).
 - :func:`die_with_parent`: a child process (a check worker, a plugin probe, a torchrun rank) that the
-  kernel kills when its parent ends, however the parent ends (``kill -9`` included).
+  kernel kills when its parent ends, however the parent ends (``kill -9`` included); :func:`one_thread`:
+  a forked child's torch at one thread (GNU OpenMP is not fork-safe).
 - :func:`become_subreaper` and :func:`end_descendants`: a process (a check worker) that adopts what
   its children leave behind and ends it all before it exits, so that nothing an op started (a
   background process of its backward) outlives the command.
@@ -123,6 +124,17 @@ def die_with_parent(parent: int | None = None) -> None:
         return
     if parent is not None and os.getppid() != parent:
         os._exit(1)
+
+
+def one_thread() -> None:
+    """Have torch (if this process loaded it) run one thread: called in a forked child before it
+    runs any torch code, as torch's DataLoader workers do. GNU OpenMP is not fork-safe: a child
+    forked from a process that ever ran a parallel region waits forever at its own first one if it
+    runs more than one thread (a report's plots drawn before its mutation's workers: every control
+    "hung"; a plugin that sums a large tensor at import, probed after a user's training: "hung")."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>

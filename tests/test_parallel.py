@@ -256,3 +256,51 @@ def test_a_worker_forked_after_a_parallel_region_runs_its_own():
     finally:
         torch.set_num_threads(before)
     assert [r.status for r in results] == ["pass"], results[0].reason
+
+
+PARALLEL_AT_IMPORT = """
+import torch
+
+torch.ones(2**20, dtype=torch.float64).sum()  # a parallel region, at import
+
+
+class Cubed(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * x**2 * g
+"""
+
+
+@pytest.mark.parametrize("child", ["probe", "path", "discover"])
+def test_a_plugin_import_forked_after_a_parallel_region_runs_its_own(child, tmp_path, monkeypatch):
+    """The same for the children that import a plugin's module: the entry point's first import
+    (core/_probe), an import path's (core/_path_op), a package's scan (core/_discover). A module that
+    runs a parallel region at import, in a process that ran one at two threads, is imported, not
+    listed as hung."""
+    from opzoo.core._discover import discover
+    from opzoo.core._path_op import by_path
+    from opzoo.core._probe import probe
+
+    (tmp_path / "parallel_pkg").mkdir()
+    (tmp_path / "parallel_pkg" / "__init__.py").write_text(PARALLEL_AT_IMPORT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the suite runs one (OMP_NUM_THREADS=1): a user's process runs more
+    try:
+        torch.ones(2**20, dtype=torch.float64).sum()  # this process's parallel region
+        if child == "probe":
+            assert probe("parallel_pkg:Cubed", timeout=30) is None
+        elif child == "path":
+            monkeypatch.setenv("OPZOO_IMPORT_TIMEOUT", "30")
+            assert by_path("parallel_pkg:Cubed").name == "parallel_pkg:Cubed"
+        else:
+            verdicts = discover("parallel_pkg", timeout=30).modules
+            assert [(m.module, m.status, m.why) for m in verdicts] == [("parallel_pkg", "ok", "")]
+    finally:
+        torch.set_num_threads(before)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from opzoo._lifetime import become_subreaper, end_descendants
+from opzoo._lifetime import become_subreaper, end_descendants, one_thread
 from opzoo.core._own_state import OwnState, own_reason
 from opzoo.core._torch_state import TorchState, changed_reason
 
@@ -105,6 +105,8 @@ def _supervise(ref: str, call: str | None, timeout: float, fds: tuple[int, int, 
         become_subreaper()
         _quiet(parent)
         import torch  # noqa: F401  (not the plugin's time: the limit starts once it is loaded)
+
+        one_thread()
 
         load_all_of_opzoo()  # so that a patch of a module the parent has not loaded is seen
         out = _scratch()

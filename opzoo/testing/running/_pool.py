@@ -23,7 +23,7 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
-from opzoo._lifetime import become_subreaper, die_with_parent, end_descendants
+from opzoo._lifetime import become_subreaper, die_with_parent, end_descendants, one_thread
 from opzoo.core._spec import OpSpec
 from opzoo.exceptions import one_line
 from opzoo.testing.running._hooks import RunHooks
@@ -288,7 +288,7 @@ def _tasks(
     hooks: RunHooks | None,
 ) -> None:
     """Run the tasks the parent sends until it sends None or is gone (see :func:`_serve`)."""
-    import torch
+    import torch  # noqa: F401  (loaded, so that one_thread sets its threads)
 
     # Ctrl-C is the parent's to handle: it stops the pool and reports what finished. SIGTERM and
     # SIGHUP (`timeout`, a closed terminal, which signal the whole group) end a worker at once,
@@ -296,11 +296,7 @@ def _tasks(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for stop in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop, signal.SIG_DFL)
-    # One thread each, as torch's DataLoader workers: GNU OpenMP is not fork-safe. A worker forked
-    # from a process that ever ran a parallel region (a report's plots, a user's training before
-    # assert_correct) waits forever at its own first one if it runs more than one thread, so that a
-    # correct op "hung" (`opzoo report --mutate -j 1`: every control timed out, the score n/a).
-    torch.set_num_threads(1)
+    one_thread()  # GNU OpenMP is not fork-safe: a correct op "hung" at two threads
     if hooks is not None:
         hooks.news()  # the failures the parent already has
     while True:

@@ -136,9 +136,10 @@ def _in_child(modules: list[str], paths: list[tuple[str, str]], options: Any) ->
 def _child(modules: list[str], paths: list[tuple[str, str]], options: Any, out: int, parent: int) -> None:
     code = 1
     try:
-        from opzoo._lifetime import die_with_parent
+        from opzoo._lifetime import die_with_parent, one_thread
 
         die_with_parent(parent)
+        one_thread()
         os.dup2(2, 1)  # what the package prints goes to stderr: stdout may be JSON
         sys.stdout = sys.stderr
         rows = _rows(modules, paths, options)
