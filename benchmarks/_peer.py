@@ -59,11 +59,40 @@ def torch_verdicts(op: Any, xs: tuple[Any, ...]) -> dict[str, str]:
     large = sum(x.numel() for x in xs) > LARGE
     out = {}
     for name in CHECKS:
+        jacobian = "" if large or not name.endswith("slow") else _jacobian(name, op, xs, fn)
         if large and name.endswith("slow"):
             out[name] = "n/a: large (a full Jacobian)"
+        elif jacobian:
+            out[name] = f"n/a: large (a full Jacobian of {jacobian})"
         else:
             out[name] = _torch_check(name, fn, op.inputs(*xs))
     return out
+
+
+def _jacobian(name: str, op: Any, xs: tuple[Any, ...], fn: Callable[..., Any]) -> str:
+    """The full Jacobian slow mode builds, where it is too large to build: "C columns x R rows", or
+    "". It takes two calls of the function per column (finite differences) and a backward per row
+    (the analytical one). gradcheck's has a column per input element and a row per output element;
+    gradgradcheck's a column per input and output element (the grad_outputs are inputs of the first
+    derivative) and a row per input element. The bound admits every elementwise input up to LARGE
+    elements (at most 2 x LARGE columns of LARGE rows): an op of a small input and a large output
+    (gpytorch's RBF covariance: a 1-element lengthscale, a (317, 317) output, whose slow gradcheck
+    ran out of 12 GB; its gradgradcheck, on a smaller edge, grew to 23 GB) is left out instead."""
+    import torch
+
+    from opzoo.testing.checks._bound import LARGE
+
+    inputs = op.inputs(*xs)
+    try:
+        with torch.no_grad():
+            outs = sum(o.numel() for o in fn(*inputs))
+    except Exception:  # the op raised: the peer's own call says so
+        return ""
+    ins = sum(x.numel() for x in inputs)
+    cols, rows = (ins, outs) if name.startswith("gradcheck") else (ins + outs, ins)
+    if max(cols, rows) > 2 * LARGE or cols * rows > 2 * LARGE * LARGE:
+        return f"{cols:,} columns x {rows:,} rows"
+    return ""
 
 
 def _torch_check(name: str, fn: Callable[..., Any], inputs: tuple[Any, ...]) -> str:

@@ -13,7 +13,8 @@ For each op of the set, a ``peer`` property (this script's only) runs through op
 the ci profile with ``gradient``'s inputs (drawn, two fixed, the edges): hypothesis draws the same
 examples as for ``gradient``, because ``peer`` never raises. On each input it runs torch's
 ``gradcheck`` and ``gradgradcheck`` (float64, torch's defaults, fast and slow mode; slow mode not above
-4,096 elements) on the op's differentiable outputs, and opzoo's ``gradient`` and ``double_backward``
+4,096 input elements, nor where its full Jacobian is larger than an elementwise op's at that size:
+``_peer._jacobian``) on the op's differentiable outputs, and opzoo's ``gradient`` and ``double_backward``
 checks (as ``replay`` does), keeping what opzoo noted (a kink, a tie, a point that is not finite).
 Then opzoo's other properties on the op (a full check; ``--check green``: only of the ops the peer passes).
 

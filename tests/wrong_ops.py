@@ -113,6 +113,24 @@ class SilentlyWrongDoubleBackward(DeclaredSquare):
         return grad * 2 * x.detach()
 
 
+class HalfDetachedSmallCube(DeclaredSquare):
+    """1e-4 x^3 whose backward detaches one of x's two factors: the gradient is right, the second
+    derivative half of what it is (3e-4 x for 6e-4 x), an error small beside x itself, as gpytorch's
+    RBF covariance's 0 where its second derivative is 2e-5: gradgradcheck fails both; double_backward
+    passed them while its graph added x^3 (whose 6x widened gradcheck's rtol)."""
+
+    opzoo_contract = opzoo.Contract(reference=lambda x: 1e-4 * x**3, double_backward=True)
+
+    @staticmethod
+    def forward(x):
+        return 1e-4 * x**3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3e-4 * x * x.detach()
+
+
 class SilentlyDetachedUndeclared(SilentlyWrongDoubleBackward):
     """x^2, no contract at all, whose backward detaches x: asked for a Hessian, it answers 0."""
 
@@ -628,6 +646,7 @@ WRONG = {
         "second derivative is wrong, with contiguous grad_output",
     ),
     "detached_undeclared": (SilentlyDetachedUndeclared, "double_backward", "once_differentiable"),
+    "small_half_detached": (HalfDetachedSmallCube, "double_backward", "second derivative is wrong"),
     # a nan or infinite derivative where finite differences are finite: never excused as a kink
     "nan_second_derivative": (NanSecondDerivative, "double_backward", "analytical nan"),
     "nan_hessian_where_zero": (NanHessianWhereZero, "double_backward", "analytical nan"),
