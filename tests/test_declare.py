@@ -314,26 +314,6 @@ TWICE = (
 )
 
 
-def test_the_command_never_imports_an_import_paths_module(tmp_path):
-    """`opzoo check pkg.mod:Class` runs none of the module's code in its own process: the module
-    writes the pid of each process that imports it, and its parent's. A child of the command tries
-    it first (a path that does not import is one line, as above), each worker imports it again:
-    every process that imported it was forked by one process, which did not import it itself (had
-    it, its forks would have inherited the module, and it would be written once)."""
-    marks = tmp_path / "marks"
-    (tmp_path / "marked.py").write_text(
-        "import os, torch\n"
-        f"with open({str(marks)!r}, 'a') as f:\n"
-        "    f.write(f'{os.getpid()} {os.getppid()}\\n')\n" + TWICE
-    )
-    argv = ("check", "marked:Twice", "-p", "hygiene", "--profile", "ci", "--device", "cpu", "-j", "1")
-    out = run_opzoo(*argv, env={"PYTHONPATH": str(tmp_path)})
-    assert out.returncode == 0 and "1 passed, 0 failed" in out.stdout, out.stdout + out.stderr
-    lines = [tuple(map(int, line.split())) for line in marks.read_text().splitlines()]
-    pids, parents = {pid for pid, _ in lines}, {ppid for _, ppid in lines}
-    assert len(lines) >= 2 and len(parents) == 1 and not pids & parents, lines
-
-
 @pytest.mark.parametrize(
     "text, why",
     [

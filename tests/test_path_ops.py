@@ -1,5 +1,5 @@
-"""`opzoo mutate`, `opzoo report` and `pytest --opzoo` take an op by import path (``pkg.mod:Class``)
-as `opzoo check` does (core/_path_op.py; check's own tests are in test_declare.py): the module is
+"""`opzoo check`, `opzoo mutate`, `opzoo report` and `pytest --opzoo` take an op by import path
+(``pkg.mod:Class``, core/_path_op.py; check's one-line errors are in test_declare.py): the module is
 tried in a forked child, then imported in the workers only, never in the command's own process; a
 path that does not import, whose import raises, ends its process or hangs, is one line."""
 
@@ -48,6 +48,15 @@ def _never_here(tmp_path, command: int | None = None) -> None:
     assert len(parents) == 1 and not pids & parents, (pids, parents)
     if command is not None:
         assert parents == {command} and command not in pids, (command, pids)
+
+
+def test_check_never_imports_an_import_paths_module(tmp_path):
+    """A child of the command tries the path first (a path that does not import is one line), each
+    worker imports it again: the command itself never."""
+    argv = ("check", "marked:Twice", "-p", "hygiene", "--profile", "ci", "--device", "cpu", "-j", "1")
+    out = run_opzoo(*argv, env=_marked(tmp_path))
+    assert out.returncode == 0 and "1 passed, 0 failed" in out.stdout, out.stdout + out.stderr
+    _never_here(tmp_path)
 
 
 def test_mutate_never_imports_an_import_paths_module(tmp_path):
