@@ -33,6 +33,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # reset to the default in the processes started from here, so each test's commands start alike.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# SIGHUP likewise: a suite started under `nohup` inherits it ignored, and so did the commands the
+# tests signal, which then ran on to their end (test_hostile's SIGHUP test: exit 1, not 129).
+if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 # The ops the suite checks, by kind, derived rather than listed, so that a new op is tested without
 # touching this file: the built-ins from opzoo's own pyproject.toml (the entry points it installs),
