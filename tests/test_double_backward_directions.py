@@ -14,18 +14,21 @@ from opzoo.testing import PROPERTIES, bind, spec_of
 from opzoo.testing.checks import _gradient
 from opzoo.testing.checks._second_directional import _seed
 
-#: 12 elements: torch's v over them has its first two entries 0.083 and 0.077 (normalised)
+#: 12 elements, and two of them whose entries in torch's fixed directions nearly agree: of the 66
+#: pairs, (2, 9) and (3, 9) are the two whose coupling error torch's fast mode passes here (found by
+#: trying each; the test below shows it for this one)
 X = torch.linspace(-2, 3, 12, dtype=torch.float64)
+A, B = 2, 9
 
 
 class Coupled(torch.autograd.Function):
-    """sum(x²) + (x₀ - x₁)² / 2 over the last dimension: its Hessian couples x₀ and x₁ alone."""
+    """sum(x²) + (x_A - x_B)² / 2 over the last dimension: its Hessian couples x_A and x_B alone."""
 
     opzoo_contract = opzoo.Contract(signature="(n)->()", double_backward=True)
 
     @staticmethod
     def forward(x):
-        return (x * x).sum(-1) + (x[..., 0] - x[..., 1]) ** 2 / 2
+        return (x * x).sum(-1) + (x[..., A] - x[..., B]) ** 2 / 2
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -39,14 +42,14 @@ class Coupled(torch.autograd.Function):
     @staticmethod
     def gap(x):
         d = torch.zeros_like(x)
-        d[..., 0], d[..., 1] = 1, -1
-        return (x[..., :1] - x[..., 1:2]) * d
+        d[..., A], d[..., B] = 1, -1
+        return (x[..., A : A + 1] - x[..., B : B + 1]) * d
 
 
 class DetachedCoupling(Coupled):
     """The same, its backward detaching the coupling (as a loss's backward that returns p - onehot
     from a p saved without a graph does): the gradient is right, the Hessian misses
-    (e₀ - e₁)(e₀ - e₁)ᵀ, an error along one direction only."""
+    (e_A - e_B)(e_A - e_B)ᵀ, an error along one direction only."""
 
     @staticmethod
     def backward(ctx, grad):
@@ -75,7 +78,7 @@ def test_the_correct_op_passes_along_its_own_directions():
     gen = torch.Generator().manual_seed(0)
     for x in (
         X,
-        *(torch.randn(shape, generator=gen, dtype=torch.float64) for shape in [(12,), (3, 4), (2,)]),
+        *(torch.randn(shape, generator=gen, dtype=torch.float64) for shape in [(12,), (3, 12), (1, 10)]),
     ):
         _double_backward(Coupled, x)
 
