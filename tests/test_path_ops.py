@@ -80,6 +80,7 @@ def test_report_never_imports_an_import_paths_module(tmp_path):
     assert out.stdout.startswith(f"wrote {page}: 1 op(s), 2 plot(s), 0 failed check(s)"), out.stdout
     text = page.read_text()
     assert "<p>Twice its input, marked.</p>" in text and "<h2>Mutation score:" in text
+    assert "<td>marked:Twice</td><td>sign</td><td>survived</td>" in text  # judged by -p accepts alone
     _never_here(tmp_path)
 
 

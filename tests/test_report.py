@@ -100,6 +100,13 @@ def test_the_mutation_section_gives_the_score_and_each_verdict():
     assert "<td>sign</td><td>killed</td>" in section, section
 
 
+def test_the_mutation_section_runs_the_reports_properties():
+    """`opzoo report -p hygiene --mutate` judges each mutant by hygiene alone, as `opzoo mutate -p
+    hygiene` does: the sign flip, which only a derivative sees, survives (it ran every property)."""
+    section = _report.mutation_section([opzoo.info("myrelu")], "ci", mutants=["sign"], props=["hygiene"])
+    assert "<td>sign</td><td>survived</td>" in section, section
+
+
 def test_the_report_is_written_as_every_opzoo_file(tmp_path):
     """As opzoo/_files.py writes every file: a regular file replaced whole (no temp file left), a
     folder refused with one line, a symlink followed (the file it names replaced, the link kept)."""

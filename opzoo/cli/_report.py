@@ -27,7 +27,11 @@ def add_report(sub: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--html", required=True, metavar="FILE", help="where to write the report (replaced atomically)"
     )
-    p.add_argument("--mutate", action="store_true", help="add the mutation score of the ops (opzoo mutate)")
+    p.add_argument(
+        "--mutate",
+        action="store_true",
+        help="add the mutation score of the ops (opzoo mutate), through the same properties and examples",
+    )
     return p
 
 

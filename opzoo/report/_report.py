@@ -104,7 +104,11 @@ def build(
         parts.append(section)
         plots += n
     if mutation:
-        parts.append(mutation_section(specs, profile, registry=registry, jobs=jobs, timeout=timeout))
+        parts.append(
+            mutation_section(
+                specs, profile, props=props, examples=examples, registry=registry, jobs=jobs, timeout=timeout
+            )
+        )
     parts.append("</body></html>\n")
     return Report("\n".join(parts), results, plots, problems)
 
@@ -139,17 +143,28 @@ def mutation_section(
     specs: Sequence[OpSpec],
     profile: str,
     *,
+    props: Sequence[str] | None = None,
+    examples: int | None = None,
     registry: Registry | None = None,
     jobs: int = 1,
     mutants: Sequence[str] | None = None,
     timeout: float | None = 60.0,
 ) -> str:
-    """The mutation score of ``specs`` (every mutant, or ``mutants``) as an HTML section: the rate,
-    then each mutant's verdict and why (``opzoo mutate``'s, docs/testing.md)."""
+    """The mutation score of ``specs`` (every mutant, or ``mutants``) through ``props`` (all by
+    default) as an HTML section: the rate, then each mutant's verdict and why (``opzoo mutate``'s,
+    docs/testing.md). The report's own properties and examples: a mutant is judged by what the
+    report checks, as ``opzoo mutate -p`` judges it."""
     from opzoo.testing.mutation import _mutate
 
     verdicts = _mutate.mutate(
-        list(specs), mutants, profile=profile, registry=registry, jobs=jobs, timeout=timeout
+        list(specs),
+        mutants,
+        props=props,
+        examples=examples,
+        profile=profile,
+        registry=registry,
+        jobs=jobs,
+        timeout=timeout,
     )
     score = _mutate.Score.of(verdicts)
     rate = "n/a" if score.rate is None else f"{100 * score.rate:.1f}%"
