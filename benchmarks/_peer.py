@@ -57,19 +57,33 @@ def torch_verdicts(op: Any, xs: tuple[Any, ...]) -> dict[str, str]:
         return tuple(o for o, d in zip(op.outputs(*ts), live) if d)
 
     large = sum(x.numel() for x in xs) > LARGE
+    sizes = None if large else _sizes(op, xs, fn)
     out = {}
     for name in CHECKS:
-        jacobian = "" if large or not name.endswith("slow") else _jacobian(name, op, xs, fn)
         if large and name.endswith("slow"):
             out[name] = "n/a: large (a full Jacobian)"
-        elif jacobian:
+        elif name.endswith("slow") and (jacobian := _jacobian(name, sizes)):
             out[name] = f"n/a: large (a full Jacobian of {jacobian})"
         else:
             out[name] = _torch_check(name, fn, op.inputs(*xs))
     return out
 
 
-def _jacobian(name: str, op: Any, xs: tuple[Any, ...], fn: Callable[..., Any]) -> str:
+def _sizes(op: Any, xs: tuple[Any, ...], fn: Callable[..., Any]) -> tuple[int, int] | None:
+    """The elements of the checked inputs and of the differentiable outputs; None if the op raised
+    (the peer's own call says so)."""
+    import torch
+
+    inputs = op.inputs(*xs)
+    try:
+        with torch.no_grad():
+            outs = sum(o.numel() for o in fn(*inputs))
+    except Exception:
+        return None
+    return sum(x.numel() for x in inputs), outs
+
+
+def _jacobian(name: str, sizes: tuple[int, int] | None) -> str:
     """The full Jacobian slow mode builds, where it is too large to build: "C columns x R rows", or
     "". It takes two calls of the function per column (finite differences) and a backward per row
     (the analytical one). gradcheck's has a column per input element and a row per output element;
@@ -78,17 +92,11 @@ def _jacobian(name: str, op: Any, xs: tuple[Any, ...], fn: Callable[..., Any]) -
     elements (at most 2 x LARGE columns of LARGE rows): an op of a small input and a large output
     (gpytorch's RBF covariance: a 1-element lengthscale, a (317, 317) output, whose slow gradcheck
     ran out of 12 GB; its gradgradcheck, on a smaller edge, grew to 23 GB) is left out instead."""
-    import torch
-
     from opzoo.testing.checks._bound import LARGE
 
-    inputs = op.inputs(*xs)
-    try:
-        with torch.no_grad():
-            outs = sum(o.numel() for o in fn(*inputs))
-    except Exception:  # the op raised: the peer's own call says so
+    if sizes is None:
         return ""
-    ins = sum(x.numel() for x in inputs)
+    ins, outs = sizes
     cols, rows = (ins, outs) if name.startswith("gradcheck") else (ins + outs, ins)
     if max(cols, rows) > 2 * LARGE or cols * rows > 2 * LARGE * LARGE:
         return f"{cols:,} columns x {rows:,} rows"

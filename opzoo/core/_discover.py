@@ -21,7 +21,6 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from opzoo._lifetime import one_thread
 from opzoo.core._guard import Guard
 from opzoo.exceptions import OpZooError
 
@@ -197,8 +196,6 @@ def _import_all(names: list[str], start: int, write: int, parent: int) -> None:
         os.setpgid(0, 0)
         _quiet(parent)
         import torch  # noqa: F401  (not the package's time: the limit starts at the first module)
-
-        one_thread()
 
         for i in range(start, len(names)):
             _send(write, {"start": i})

@@ -20,7 +20,6 @@ import sys
 from functools import partial
 from typing import Any, Callable
 
-from opzoo._lifetime import one_thread
 from opzoo._records import PLUGIN_ERRORS
 from opzoo.core._discover import _ended, _hung
 from opzoo.core._spec import OpSpec, spec_of
@@ -132,7 +131,6 @@ def _try(path: str, write: int, parent: int) -> None:
 
         os.setpgid(0, 0)
         _quiet(parent)
-        one_thread()
         message: dict[str, str] = {}
         try:
             message["summary"] = resolved(path).summary

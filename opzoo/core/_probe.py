@@ -106,8 +106,6 @@ def _supervise(ref: str, call: str | None, timeout: float, fds: tuple[int, int, 
         _quiet(parent)
         import torch  # noqa: F401  (not the plugin's time: the limit starts once it is loaded)
 
-        one_thread()
-
         load_all_of_opzoo()  # so that a patch of a module the parent has not loaded is seen
         out = _scratch()
         os.write(ready_w, _READY)
@@ -148,11 +146,13 @@ def _import(ref: str, call: str | None, out: int, parent: int) -> None:
 
 
 def _quiet(parent: int) -> None:
-    """Die with opzoo's process; signals as a fresh process has them; output to /dev/null (a plugin
-    that prints at import prints once, in the process that keeps it)."""
+    """Die with opzoo's process; signals as a fresh process has them; torch (if loaded) at one thread
+    (``one_thread``: OpenMP is not fork-safe); output to /dev/null (a plugin that prints at import
+    prints once, in the process that keeps it)."""
     from opzoo._lifetime import die_with_parent
 
     die_with_parent(parent)
+    one_thread()
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, signal.SIG_DFL)
     null = os.open(os.devnull, os.O_RDWR)
