@@ -96,11 +96,20 @@ def test_a_budget_that_is_no_number_is_the_default(monkeypatch):
         assert sd.budget() == sd.BUDGET_S
 
 
-def _counted(fn):
+def _counted(fn, at):
+    """``fn``, and how many points it has been evaluated at other than ``at`` itself: a call of
+    inputs stacked along a new leading dimension (a Probe's steps) counts its rows."""
     calls = [0]
 
     def counted(*xs):
-        calls[0] += 1
+        if xs[0].dim() == at[0].dim():
+            calls[0] += 1
+        else:
+            b = xs[0].shape[0]
+            moved = torch.zeros(b, dtype=torch.bool)
+            for x, x0 in zip(xs, at):
+                moved |= (x.reshape(b, -1) != x0.reshape(1, -1)).any(1)
+            calls[0] += int(moved.sum())
         return fn(*xs)
 
     return counted, calls
@@ -123,9 +132,10 @@ def _counted(fn):
     ],
 )
 def test_the_calls_counted_bound_a_probe_s(fn, xs, diagonal):
-    """:func:`probe_calls` bounds the calls a Probe makes (less the 4 an elementwise op's check makes
-    after it), so that the estimate is never below what the probe costs."""
-    counted, calls = _counted(fn)
+    """:func:`probe_calls` bounds the evaluations a Probe makes (less the 4 an elementwise op's
+    check makes after it; those at the point itself that check a stacked call come on top), so that
+    the estimate is never below what the probe costs."""
+    counted, calls = _counted(fn, xs)
     probe = Probe(counted, xs, diagonal=diagonal)
     finite = bool(probe.f0.isfinite().any())
     bound = sd.probe_calls(xs, diagonal, finite) - (4 if diagonal else 0)

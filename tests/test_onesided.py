@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from opzoo.testing.checks import _onesided
 from opzoo.testing.checks._backward_rows import jacobian_rows
 from opzoo.testing.checks._onesided import KINDS, Probe
 
@@ -181,3 +182,78 @@ def test_rounding_is_that_of_the_dtype_the_op_returned():
         with pytest.raises(AssertionError, match="Jacobian mismatch") as caught:
             replay(spec_of(WrongDtype), "gradient", {}, at, fast=False)
         assert "output 0 is torch.float32 for torch.float64 inputs" in str(caught.value)
+
+
+# -- steps stacked into one call -----------------------------------------------------------------
+
+
+def _one_call_per_step(monkeypatch, fn, xs, diagonal=False):
+    with monkeypatch.context() as m:
+        m.setattr(_onesided, "STACKED_AT_LEAST", 10**9)  # nothing fits: a call per step
+        return Probe(fn, xs, diagonal=diagonal)
+
+
+def _same_probe(stacked: Probe, single: Probe) -> None:
+    assert stacked.kind.tolist() == single.kind.tolist()
+    for a, b in ((stacked.up, single.up), (stacked.down, single.down)):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+def _calls(fn):
+    calls = [0]
+
+    def counted(*xs):
+        calls[0] += 1
+        return fn(*xs)
+
+    return counted, calls
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_stacked_steps_measure_what_one_call_per_step_does(monkeypatch, case):
+    """Every kind of point: the Probe that stacks its steps along a new leading dimension (or falls
+    back where the function does not take that: a median of all, a matrix product of vectors)
+    classifies each row as the one that calls the function once per step, with the same one-sided
+    derivatives (within rounding: an elementwise kernel may round otherwise on a longer tensor)."""
+    fn, xs, diagonal, _ = CASES[case]
+    _same_probe(Probe(fn, xs, diagonal=diagonal), _one_call_per_step(monkeypatch, fn, xs, diagonal))
+
+
+def test_an_elementwise_op_of_broadcast_inputs_takes_its_steps_in_a_few_calls(monkeypatch):
+    """Inputs of different numbers of dimensions (a scalar against a vector) stacked so that
+    broadcasting still pairs them row by row: a few calls, not hundreds, and the same Probe."""
+    fn, calls = _calls(lambda x, y: (torch.maximum(x, y),))
+    xs = (_t(0.0, 1.0, 0.0), torch.tensor(0.0, dtype=torch.float64))
+    stacked = Probe(fn, xs)
+    assert calls[0] <= 10, calls[0]
+    single = _one_call_per_step(monkeypatch, fn, xs)
+    assert calls[0] > 100
+    _same_probe(stacked, single)
+    assert "convex" in [KINDS[k] for k in stacked.kind.tolist()]
+
+
+# Functions that are not elementwise along a new leading dimension, each at a kink: a stacked call
+# gives them something else, which the point stacked first and last (and a stack as long as no
+# dimension of theirs) shows, and each is then called once per step.
+NOT_STACKABLE = {
+    "a mean over the first dimension": (lambda x: ((x - x.mean(0)).abs(),), (_t(0.0, 1.0),)),
+    "a cumulative sum over the first dimension": (lambda x: (x.cumsum(0).abs(),), (_t(0.0, 1.0),)),
+    "the same, from the end": (lambda x: (x.flip(0).cumsum(0).flip(0).abs(),), (_t(0.0, 1.0),)),
+    "a size read from the input": (lambda x: (x.abs() * x.numel(),), (_t(0.0, 1.0),)),
+    "a random draw": (
+        lambda x: ((x + torch.rand(x.shape, generator=torch.Generator().manual_seed(0))).relu(),),
+        (_t(-0.5, 0.0),),
+    ),
+    "every dimension reversed (a square input)": (
+        lambda x: (x.permute(*reversed(range(x.dim()))).relu(),),
+        (torch.zeros(3, 3, dtype=torch.float64),),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_STACKABLE))
+def test_a_function_that_is_not_elementwise_along_a_stack_is_called_per_step(monkeypatch, case):
+    fn, xs = NOT_STACKABLE[case]
+    stacked = Probe(fn, xs)
+    assert not stacked.batched
+    _same_probe(stacked, _one_call_per_step(monkeypatch, fn, xs))

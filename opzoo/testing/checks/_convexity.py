@@ -2,7 +2,9 @@
 tests with which :class:`~opzoo.testing.checks._onesided.Probe` tells a kink where two pieces meet
 (convex or concave) from one of several pieces (mixed) and from a smooth function's curvature.
 
-Each takes ``at``, the function's outputs (flat, float64) at the point moved by a step, and what the
+Each takes ``at``, the function's outputs (flat, float64) at the point moved by each of a stack of
+steps (one row each: all of a test's steps at once, so that an elementwise op takes them in one
+call), and what the
 probe measured: its outputs ``f0`` at the point, its directions ``dirs`` (one per row), the step
 ``h`` and the one-sided difference quotients ``up`` and ``down`` (one column per direction). Each
 returns, per output element, evidence against convexity and against concavity: a direct
@@ -54,12 +56,14 @@ def _not_curvature(
     the number of elements along a random direction (a sum of squares over 100,000 elements
     showed a gap of 0.28 at h = 1e-6, and was taken for a kink). Curvature's gap doubles with the
     step and halves with it; a kink's stays (at the kink) or moves otherwise (near it)."""
-    for j in flagged.any(0).nonzero().reshape(-1).tolist():
-        d = dirs[j]
+    js = flagged.any(0).nonzero().reshape(-1).tolist()
+    steps = [s * step * dirs[j] for j in js for step in (h / 2, 2 * h) for s in (1.0, -1.0)]
+    values = at(torch.stack(steps)).reshape(len(js), 2, 2, -1) if js else None
+    for i, j in enumerate(js):
         scaled = []
-        for step in (h / 2, 2 * h):
-            up = (at(step * d) - f0) / step
-            down = (f0 - at(-step * d)) / step
+        for k, step in enumerate((h / 2, 2 * h)):
+            up = (values[i, k, 0] - f0) / step
+            down = (f0 - values[i, k, 1]) / step
             scaled.append((up - down) * (h / step))  # = gap if the gap is curvature
         near = [(g - gap[:, j]).abs() <= 0.1 * gap[:, j].abs() for g in scaled]
         flagged[:, j] &= ~(near[0] & near[1])
@@ -80,15 +84,15 @@ def midpoint_evidence(
     mean of f(x + ha) and f(x + hb), either sign each. Per row: evidence against convexity, against
     concavity; whether f was finite at every midpoint. ``slack``: as :func:`gap_evidence`'s."""
     k = dirs.shape[0]
-    mids, sides = [], []
+    steps, sides = [], []
     for a, b in itertools.combinations(range(first, k), 2):
         for sa, sb in itertools.product((1.0, -1.0), repeat=2):
-            mids.append(at(h * (sa * dirs[a] + sb * dirs[b]) / 2))
+            steps.append(h * (sa * dirs[a] + sb * dirs[b]) / 2)
             sides.append((a, sa, b, sb))
     none = torch.zeros(base.shape[0], dtype=torch.bool)
-    if not mids:
+    if not steps:
         return none, none, ~none
-    mid = (torch.stack(mids, 1) - base) / h
+    mid = (at(torch.stack(steps)).T - base) / h
 
     def psi(j: int, s: float) -> torch.Tensor:
         return up[:, j] if s > 0 else -down[:, j]

@@ -280,13 +280,16 @@ def strict(fn: Fn, xs: Tensors, probe: Probe, notes: list[str], *, order: int = 
 
 def first_derivative(fn: Fn, grads: Sequence[torch.Tensor]) -> Callable[..., Tensors]:
     """The function gradgradcheck checks: inputs -> the gradient of ``sum(fn(inputs)_j * grads_j)``
-    with respect to each input (zeros where none), itself differentiable (the graph is kept)."""
+    with respect to each input (zeros where none), itself differentiable (the graph is kept).
+    Inputs stacked along a new leading dimension (a Probe's steps through an elementwise op) give
+    the gradient at each point of the stack: ``grads`` are repeated along it."""
     fn = outputs_of(fn)
 
     def first(*xs: torch.Tensor) -> Tensors:
         with torch.enable_grad():
             leaves = tuple(x if x.requires_grad else x.detach().requires_grad_() for x in xs)
-            pairs = [(o, g) for o, g in zip(fn(*leaves), grads) if o.requires_grad]
+            pairs = [(o, g if g.shape == o.shape else g.expand(o.shape)) for o, g in zip(fn(*leaves), grads)]
+            pairs = [(o, g) for o, g in pairs if o.requires_grad]
             got = torch.autograd.grad(
                 [o for o, _ in pairs], leaves, [g for _, g in pairs], create_graph=True, allow_unused=True
             )

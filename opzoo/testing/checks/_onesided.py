@@ -63,6 +63,14 @@ RANDOM_DIAGONAL = 5
 MAX_COORDINATES = 128
 #: gradcheck's tolerances, for a value held between one-sided differences.
 ATOL, RTOL = 1e-5, 1e-3
+#: Steps go through the function together, stacked along a new leading dimension, this many
+#: elements (steps times the inputs' elements) per call at most, and only where as many as
+#: STACKED_AT_LEAST steps fit in one call.
+BATCH = 1 << 18
+STACKED_AT_LEAST = 16
+#: Ulps within which the point itself, evaluated in a stacked call, must come back as f0 (an
+#: elementwise kernel may round a few ulps otherwise on a longer tensor: its vectorised path).
+BATCH_ULPS = 8
 
 SMOOTH, CONVEX, CONCAVE, MIXED, JUMPS, UNBOUNDED, UNDEFINED = range(7)
 KINDS = ("smooth", "convex", "concave", "mixed", "jump", "unbounded", "undefined")
@@ -81,6 +89,13 @@ def flat(ts: Sequence[torch.Tensor]) -> torch.Tensor:
     if not ts:
         return torch.zeros(0, dtype=torch.float64)
     return torch.cat([t.detach().reshape(-1).to(device="cpu", dtype=torch.float64) for t in ts])
+
+
+def _stacked_shape(got: torch.Size, b: int, shape: torch.Size) -> bool:
+    """Whether ``got`` is ``shape`` stacked ``b`` times in front, with dimensions of 1 between (an
+    output shaped as an input that broadcasting lengthened is)."""
+    k = len(got) - len(shape)
+    return k >= 1 and got[0] == b and all(d == 1 for d in got[1:k]) and tuple(got[k:]) == tuple(shape)
 
 
 @dataclass
@@ -148,6 +163,9 @@ class Probe:
             self.elements = self.xs[0].numel()
             if any(x.numel() != self.elements for x in self.xs) or self.m % self.elements:
                 self.diagonal = False
+        # steps stacked along a new leading dimension (see _stacked), until a call does not give f0
+        # (an input so large that few steps fit in a call costs its arithmetic, not its calls)
+        self.batched = 0 < self.n <= BATCH // STACKED_AT_LEAST
         self.dirs = self._directions(most)
         self.coordinates = self._n_coordinates
         self._unstable: torch.Tensor | None = None
@@ -168,6 +186,76 @@ class Probe:
 
     def _at(self, step: torch.Tensor) -> torch.Tensor:
         return flat(self._outputs(step))
+
+    def _at_many(self, steps: torch.Tensor) -> torch.Tensor:
+        """f at x moved by each row of ``steps`` (k, n), flat: (k, m): in a few calls, stacked (see
+        :meth:`_stacked`), where ``fn`` takes that; else one call each."""
+        if self.batched and steps.shape[0]:
+            try:
+                got = self._stacked(steps)
+            except Exception:  # noqa: BLE001 - the op may raise anything: each row on its own then
+                got = None
+            if got is not None:
+                return got
+            self.batched = False
+        if not steps.shape[0]:
+            return torch.zeros(0, self.m, dtype=torch.float64)
+        return torch.stack([self._at(s) for s in steps])
+
+    def _stacked(self, steps: torch.Tensor) -> torch.Tensor | None:
+        """:meth:`_at_many` where ``fn`` treats a new leading dimension of its inputs as one more
+        loop dimension, as an op's signature says it does: each input stacked along it, and put
+        in front of as many dimensions as the longest input has, so that broadcasting pairs the
+        stacks' rows (where core dimensions differ in number, two stacks meet in two places: the
+        output's shape shows it). Each call stacks the point itself first and last. None unless
+        each call returns outputs of the stacked shape that give back f0 at both ends (within a
+        few ulps): a function that is not elementwise along that dimension (a mean over it, a
+        cumulative sum, a size read from the input, a random draw) does not, and is then called
+        once per row. Not seen: a forward that branches on its whole input (``if (x > t).any()``)
+        between branches that agree at the point but not at every step: a stacked call takes one
+        branch for all its rows."""
+        per = max(1, BATCH // max(1, self.n))
+        zero = torch.zeros(1, self.n, dtype=torch.float64)
+        rows = []
+        for start in range(0, steps.shape[0], per):
+            block = torch.cat([zero, steps[start : start + per], zero])
+            got = self._call_stacked(block)
+            if got is None or not (self._gives_f0(got[0]) and self._gives_f0(got[-1])):
+                return None
+            rows.append(got[1 : 1 + steps[start : start + per].shape[0]])
+        return torch.cat(rows)
+
+    def _call_stacked(self, block: torch.Tensor) -> torch.Tensor | None:
+        b = block.shape[0]
+        most = max(x.dim() for x in self.xs)
+        moved = []
+        at = 0
+        for x in self.xs:
+            k = x.numel()
+            step = block[:, at : at + k].reshape(b, *x.shape).to(device=x.device, dtype=x.dtype)
+            # broadcasting aligns the inputs' last dimensions: a shorter one's stack too, one in
+            # front of them all (a core dimension of another length puts it elsewhere: see above)
+            moved.append((x[None] + step).reshape(b, *[1] * (most - x.dim()), *x.shape))
+            at += k
+        with torch.no_grad():
+            out = self.fn(*moved)
+        outs = out if isinstance(out, tuple) else (out,)
+        if len(outs) != len(self.out_shapes) or not all(
+            isinstance(o, torch.Tensor) and _stacked_shape(o.shape, b, shape)
+            for o, shape in zip(outs, self.out_shapes)
+        ):
+            return None
+        return torch.cat([o.detach().reshape(b, -1).to(device="cpu", dtype=torch.float64) for o in outs], 1)
+
+    def _gives_f0(self, row: torch.Tensor) -> bool:
+        f0 = self.f0
+        if not torch.equal(row.isnan(), f0.isnan()):
+            return False
+        finite = f0.isfinite()
+        if not torch.equal(row[~finite & ~f0.isnan()], f0[~finite & ~f0.isnan()]):
+            return False  # the same infinities
+        a, b = row[finite], f0[finite]
+        return bool(((a - b).abs() <= BATCH_ULPS * self.ulp[finite] * (a.abs() + b.abs())).all())
 
     def _directions(self, most: int) -> torch.Tensor:
         """Coordinates first (each input element, or for a diagonal op each input as a whole), then
@@ -199,9 +287,9 @@ class Probe:
         a jump, the midpoints only where a kink is found (to tell convex, concave and mixed apart)."""
         f0, dirs = self.f0, self.dirs
         base = f0[:, None]
-        stack = (lambda ts: torch.stack(ts, 1)) if dirs.shape[0] else (lambda ts: base[:, :0])
-        plus = stack([self._at(H * d) for d in dirs])
-        minus = stack([self._at(-H * d) for d in dirs])
+        both = self._at_many(torch.cat([H * dirs, -H * dirs])).T  # (rows, 2 directions)
+        k = dirs.shape[0]
+        plus, minus = both[:, :k], both[:, k:]
         finite = f0.isfinite()
         nearby = torch.cat([plus, minus], 1).isfinite().all(1)
         self.up, self.down = (plus - base) / H, (base - minus) / H  # right, left derivatives
@@ -215,7 +303,7 @@ class Probe:
         self._short = torch.where(self.ulp[:, None] > torch.finfo(torch.float64).eps, self.noise, 0.0)
         jumps, near_finite = self._jumps(plus, minus)
         nearby &= near_finite
-        convex_no, concave_no = gap_evidence(self._at, f0, dirs, H, self.up, self.down, self._short)
+        convex_no, concave_no = gap_evidence(self._at_many, f0, dirs, H, self.up, self.down, self._short)
         complete = self.diagonal or self.coordinates == self.n
         nonlinear = self._nonlinear() if complete else torch.zeros(self.m, dtype=torch.bool)
         kinked = convex_no | concave_no | nonlinear
@@ -224,7 +312,7 @@ class Probe:
         if bool((kinked & finite & nearby & ~jumps).any()):
             first = 0 if self.diagonal else self.coordinates
             mid_convex_no, mid_concave_no, mid_nearby = midpoint_evidence(
-                self._at, dirs, first, H, self.up, self.down, base, self._short
+                self._at_many, dirs, first, H, self.up, self.down, base, self._short
             )
             convex_no |= mid_convex_no
             concave_no |= mid_concave_no
@@ -240,8 +328,9 @@ class Probe:
         for sign, far in ((1.0, plus), (-1.0, minus)):
             big = (far - base).abs()
             large = big > JUMP * (1 + base.abs())
-            for j in large.any(0).nonzero().reshape(-1).tolist():
-                near = self._at(sign * H2 * self.dirs[j])
+            js = large.any(0).nonzero().reshape(-1)
+            nears = self._at_many(sign * H2 * self.dirs[js])
+            for near, j in zip(nears, js.tolist()):
                 finite &= near.isfinite()
                 jumps |= large[:, j] & ((near - f0).abs() > 0.5 * big[:, j])
         return jumps, finite
@@ -372,8 +461,8 @@ class Probe:
         if self._unstable is None:
             c = self.coordinates
             wide = self.central(torch.arange(self.m))
-            quarter = [(self._at(H / 4 * d) - self._at(-H / 4 * d)) / (H / 2) for d in self.dirs[:c]]
-            narrow = torch.stack(quarter, 1) if c else wide
+            ends = self._at_many(torch.cat([H / 4 * self.dirs[:c], -H / 4 * self.dirs[:c]]))
+            narrow = ((ends[:c] - ends[c:]) / (H / 2)).T if c else wide
             slack = ATOL + RTOL * narrow.abs() + 5 * self.noise
             self._unstable = ~(wide.isfinite() & narrow.isfinite() & ((wide - narrow).abs() <= slack))
         return self._unstable

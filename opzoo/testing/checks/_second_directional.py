@@ -107,7 +107,9 @@ def directional_second(
 
 
 def probe_calls(xs: Sequence[torch.Tensor], diagonal: bool, finite: bool = True) -> int:
-    """The most calls of the first derivative that telling its kinks at ``xs`` makes: a
+    """The most evaluations of the first derivative that telling its kinks at ``xs`` makes (a Probe
+    stacks them into a few calls where it can, which saves the calls' overhead, not their
+    arithmetic, and checks each call at the point itself, a few evaluations more): a
     :class:`Probe` (its point, then along each direction both ways, again at a smaller step where
     something jumps, at half and twice the step where a gap may be curvature, and, if a row is
     ``finite`` at the point, the midpoints of each pair of its directions after the coordinates),
