@@ -288,8 +288,11 @@ def first_derivative(fn: Fn, grads: Sequence[torch.Tensor]) -> Callable[..., Ten
     def first(*xs: torch.Tensor) -> Tensors:
         with torch.enable_grad():
             leaves = tuple(x if x.requires_grad else x.detach().requires_grad_() for x in xs)
-            pairs = [(o, g if g.shape == o.shape else g.expand(o.shape)) for o, g in zip(fn(*leaves), grads)]
-            pairs = [(o, g) for o, g in pairs if o.requires_grad]
+            pairs = [
+                (o, g if g.shape == o.shape else g.expand(o.shape))
+                for o, g in zip(fn(*leaves), grads)
+                if o.requires_grad
+            ]
             got = torch.autograd.grad(
                 [o for o, _ in pairs], leaves, [g for _, g in pairs], create_graph=True, allow_unused=True
             )

@@ -174,11 +174,19 @@ class Probe:
     # -- evaluation -------------------------------------------------------------------------------
 
     def _outputs(self, step: torch.Tensor) -> Tensors:
+        """``fn`` at x moved by ``step`` (n), or by each row of a stack of steps (b, n) at once, each
+        input stacked along a new leading dimension (see :meth:`_stacked`)."""
+        lead = tuple(step.shape[:-1])
+        most = max(x.dim() for x in self.xs) if lead else 0
         moved = []
         at = 0
         for x in self.xs:
             k = x.numel()
-            moved.append(x + step[at : at + k].reshape(x.shape).to(device=x.device, dtype=x.dtype))
+            piece = step[..., at : at + k].reshape((*lead, *x.shape)).to(device=x.device, dtype=x.dtype)
+            # broadcasting aligns the inputs' last dimensions: a shorter input's stack goes in front of
+            # as many as the longest has (a core dimension of another length puts it elsewhere)
+            pad = [1] * (most - x.dim())
+            moved.append((x + piece).reshape((*lead, *pad, *x.shape)))
             at += k
         with torch.no_grad():
             out = self.fn(*moved)
@@ -190,7 +198,9 @@ class Probe:
     def _at_many(self, steps: torch.Tensor) -> torch.Tensor:
         """f at x moved by each row of ``steps`` (k, n), flat: (k, m): in a few calls, stacked (see
         :meth:`_stacked`), where ``fn`` takes that; else one call each."""
-        if self.batched and steps.shape[0]:
+        if not steps.shape[0]:
+            return torch.zeros(0, self.m, dtype=torch.float64)
+        if self.batched:
             try:
                 got = self._stacked(steps)
             except Exception:  # noqa: BLE001 - the op may raise anything: each row on its own then
@@ -198,8 +208,6 @@ class Probe:
             if got is not None:
                 return got
             self.batched = False
-        if not steps.shape[0]:
-            return torch.zeros(0, self.m, dtype=torch.float64)
         return torch.stack([self._at(s) for s in steps])
 
     def _stacked(self, steps: torch.Tensor) -> torch.Tensor | None:
@@ -214,46 +222,31 @@ class Probe:
         once per row. Not seen: a forward that branches on its whole input (``if (x > t).any()``)
         between branches that agree at the point but not at every step: a stacked call takes one
         branch for all its rows."""
-        per = max(1, BATCH // max(1, self.n))
+        per = max(1, BATCH // self.n)
         zero = torch.zeros(1, self.n, dtype=torch.float64)
         rows = []
         for start in range(0, steps.shape[0], per):
-            block = torch.cat([zero, steps[start : start + per], zero])
-            got = self._call_stacked(block)
-            if got is None or not (self._gives_f0(got[0]) and self._gives_f0(got[-1])):
+            part = steps[start : start + per]
+            block = torch.cat([zero, part, zero])
+            outs = self._outputs(block)
+            b = block.shape[0]
+            if len(outs) != len(self.out_shapes) or not all(
+                _stacked_shape(o.shape, b, shape) for o, shape in zip(outs, self.out_shapes)
+            ):
                 return None
-            rows.append(got[1 : 1 + steps[start : start + per].shape[0]])
+            got = torch.cat([o.reshape(b, -1).to(device="cpu", dtype=torch.float64) for o in outs], 1)
+            if not (self._gives_f0(got[0]) and self._gives_f0(got[-1])):
+                return None
+            rows.append(got[1 : 1 + part.shape[0]])
         return torch.cat(rows)
 
-    def _call_stacked(self, block: torch.Tensor) -> torch.Tensor | None:
-        b = block.shape[0]
-        most = max(x.dim() for x in self.xs)
-        moved = []
-        at = 0
-        for x in self.xs:
-            k = x.numel()
-            step = block[:, at : at + k].reshape(b, *x.shape).to(device=x.device, dtype=x.dtype)
-            # broadcasting aligns the inputs' last dimensions: a shorter one's stack too, one in
-            # front of them all (a core dimension of another length puts it elsewhere: see above)
-            moved.append((x[None] + step).reshape(b, *[1] * (most - x.dim()), *x.shape))
-            at += k
-        with torch.no_grad():
-            out = self.fn(*moved)
-        outs = out if isinstance(out, tuple) else (out,)
-        if len(outs) != len(self.out_shapes) or not all(
-            isinstance(o, torch.Tensor) and _stacked_shape(o.shape, b, shape)
-            for o, shape in zip(outs, self.out_shapes)
-        ):
-            return None
-        return torch.cat([o.detach().reshape(b, -1).to(device="cpu", dtype=torch.float64) for o in outs], 1)
-
     def _gives_f0(self, row: torch.Tensor) -> bool:
+        """Whether ``row`` is f0: nan and infinite where it is (the same infinities), within a few
+        ulps elsewhere."""
         f0 = self.f0
-        if not torch.equal(row.isnan(), f0.isnan()):
+        inf, finite = f0.isinf(), f0.isfinite()
+        if not torch.equal(row.isnan(), f0.isnan()) or not torch.equal(row[inf], f0[inf]):
             return False
-        finite = f0.isfinite()
-        if not torch.equal(row[~finite & ~f0.isnan()], f0[~finite & ~f0.isnan()]):
-            return False  # the same infinities
         a, b = row[finite], f0[finite]
         return bool(((a - b).abs() <= BATCH_ULPS * self.ulp[finite] * (a.abs() + b.abs())).all())
 
