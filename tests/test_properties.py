@@ -538,6 +538,70 @@ def test_a_failing_check_stops_searching_at_its_first_failure(profile):
     assert _profiles.get(profile).report_multiple_bugs is False
 
 
+class _NoSecondWhenSmall(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, g):
+        ctx.save_for_backward(x, g)
+        return 2 * x * g
+
+    @staticmethod
+    def backward(ctx, gg):
+        x, g = ctx.saved_tensors
+        if x.numel() < 4:
+            raise RuntimeError("no second derivative for a small input")
+        return 3 * gg * g, 2 * x * gg  # d/dx of 2 x g is 2 g: wrong
+
+
+class SquareSkipsThenFails(torch.autograd.Function):
+    """x * x, whose second derivative raises on inputs of under 4 elements and is wrong on others."""
+
+    @staticmethod
+    def forward(x):
+        return x * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _NoSecondWhenSmall.apply(x, g)
+
+
+def test_a_skip_on_some_inputs_does_not_hide_a_failure_on_others():
+    """An input where the property says skip (no second derivative there) does not end the check:
+    a wrong second derivative on another input fails it, shrunk to the smallest that fails. (Before,
+    the skip, met first, ended the search and the op passed as "no second derivative".)"""
+    reg = opzoo.Registry()
+    reg.register(SquareSkipsThenFails, name="skips_then_fails")
+    result = check_property(reg.info("skips_then_fails"), "double_backward", profile="ci")
+    assert result.status == "fail", result
+    assert "second derivative is wrong" in result.reason
+    assert "shape (4,)" in result.report()  # the smallest input that fails
+    # and where every input says skip, the property is a skip with that reason
+    plain = opzoo.Registry()
+    plain.register(_OnceDifferentiableSquare, name="once")
+    once = check_property(plain.info("once"), "double_backward", profile="ci")
+    assert once.status == "skip" and "no second derivative" in once.reason, once
+
+
+class _OnceDifferentiableSquare(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return x * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
 def test_compile_checks_every_op_however_many_ran_before(wrong_registry):
     """Dynamo caches compiled code per code object, up to a limit of 8, and the compile property's
     wrapper has one code object for every op: past the limit it ran ops eagerly, blind to a graph

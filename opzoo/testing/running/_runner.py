@@ -106,6 +106,8 @@ def check_property(
     if hooks is not None and not isinstance(registry, RunHooks):  # nobody else would say it
         tried.notes.update(dict.fromkeys(f"a plugin's hook failed: {f}" for f in hooks.failures))
     took = time.perf_counter() - began
+    if failure is None and tried.skipped is not None:  # no input failed, and some said skip
+        return Result(spec.name, prop, device, "skip", str(tried.skipped), seconds=took, notes=tried.told())
     if failure is None:
         if not tried.ran:
             why = "the forward rejected every input (see the accepts property)"
@@ -132,6 +134,10 @@ class _Trial:
         self.last: dict[str, Any] = {}
         self.notes: dict[str, None] = {}
         self.ran = 0  # inputs the property ran on (not rejected by the forward)
+        # The first input on which the property said skip (no second derivative there, say): the
+        # check goes on, so that a failure on another input is still found. A skip ended the
+        # search before, and which of the two was reported hung on hypothesis's order.
+        self.skipped: PropertySkipped | None = None
 
     def every_input(
         self,
@@ -158,6 +164,7 @@ class _Trial:
                 self.last.clear()
                 self.notes.clear()
                 self.ran = 0
+                self.skipped = None
             with time_limit(timeout):
                 if self.property.drawn:
 
@@ -226,6 +233,9 @@ class _Trial:
         try:
             with seeded_torch(self.device):
                 self.property(op, *xs)
+        except PropertySkipped as exc:
+            self.skipped = self.skipped or exc
+            return True
         except BaseException as exc:
             self.last.update(params=params, xs=inputs, fast=fast, edge=edge, exc=exc)
             raise
