@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE, run_opzoo, run_pytest
-from correct_ops import AT_KINKS, CORRECT, THRESHOLD, OneUlpApart, RoundsByPath
+from correct_ops import AT_KINKS, CORRECT, THRESHOLD, DeclaredSquare, OneUlpApart, RoundsByPath
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from wrong_ops import ONLY, WRONG
@@ -552,21 +552,14 @@ class _NoSecondWhenSmall(torch.autograd.Function):
         return 3 * gg * g, 2 * x * gg  # d/dx of 2 x g is 2 g: wrong
 
 
-class SquareSkipsThenFails(torch.autograd.Function):
+class SquareSkipsThenFails(DeclaredSquare):
     """x * x, whose second derivative raises on inputs of under 4 elements and is wrong on others."""
 
-    @staticmethod
-    def forward(x):
-        return x * x
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
+    opzoo_contract = opzoo.Contract(reference=torch.square)  # double_backward not declared
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _NoSecondWhenSmall.apply(x, g)
+        return _NoSecondWhenSmall.apply(ctx.saved_tensors[0], g)
 
 
 def test_a_skip_on_some_inputs_does_not_hide_a_failure_on_others():
@@ -579,27 +572,6 @@ def test_a_skip_on_some_inputs_does_not_hide_a_failure_on_others():
     assert result.status == "fail", result
     assert "second derivative is wrong" in result.reason
     assert "shape (4,)" in result.report()  # the smallest input that fails
-    # and where every input says skip, the property is a skip with that reason
-    plain = opzoo.Registry()
-    plain.register(_OnceDifferentiableSquare, name="once")
-    once = check_property(plain.info("once"), "double_backward", profile="ci")
-    assert once.status == "skip" and "no second derivative" in once.reason, once
-
-
-class _OnceDifferentiableSquare(torch.autograd.Function):
-    @staticmethod
-    def forward(x):
-        return x * x
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return 2 * x * g
 
 
 def test_compile_checks_every_op_however_many_ran_before(wrong_registry):
