@@ -1,18 +1,20 @@
 """`python -m opzoo ARGS` (and `python -m pytest ARGS`) for the tests, started warm: forked from a
-process that has imported torch.
+process that has imported torch (and what a check loads besides: Dynamo, inductor's compiler).
 
 Most of what a test's `opzoo` subprocess costs is the interpreter starting and importing torch (about
-2 CPU seconds here, ~100 commands in the suite). A *zygote* — a Python started once per test worker,
-which imports torch and nothing of opzoo — forks one child per command; the child takes the
-command's working directory, environment, `sys.path` and standard streams, then runs `opzoo`'s (or
-pytest's) `__main__` as `python -m opzoo` would, and exits through the interpreter's own shutdown
-(atexit handlers, flushed streams, the exit status of `SystemExit` or 1 with a traceback).
+2 CPU seconds here, ~120 commands in the suite), and, for the commands that check, torch._dynamo and
+inductor's compiler (1.3 s more: opcheck, torch.compile and torch.func load them). A *zygote* — a
+Python started once per test worker, which imports those third-party modules and nothing of opzoo —
+forks one child per command; the child takes the command's working directory, environment,
+`sys.path` and standard streams, then runs `opzoo`'s (or pytest's) `__main__` as `python -m opzoo`
+would, and exits through the interpreter's own shutdown (atexit handlers, flushed streams, the exit
+status of `SystemExit` or 1 with a traceback).
 
 What differs from a fresh interpreter, and so is never started warm (`run` returns None, and the
 caller starts a cold process): an environment whose interpreter or torch start-up variables (PYTHON*
 but PYTHONPATH, TORCH*, OMP*, MKL*, CUDA*, LD_*) differ from the zygote's, and any keyword but `cwd`.
-A test that depends on a fresh interpreter in another way (`--help` importing no torch, a hash seed
-of its own) passes `cold=True` to `conftest.run_opzoo`.
+A test that depends on a fresh interpreter in another way (`--help` importing no torch, Dynamo not
+loaded yet, a hash seed of its own) passes `cold=True` to `conftest.run_opzoo`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ _AT_START = ("PYTHON", "TORCH", "OMP_", "MKL_", "KMP_", "CUDA", "LD_", "GOMP_")
 _SERVER = r"""
 import json, os, sys
 import torch  # noqa: F401  (what every command imports first, and the cost the zygote saves)
+# What a command that checks loads besides (its parent loads them before forking its workers):
+# loaded here, once per test worker, not once per command. Not hypothesis: pytest warns that a
+# plugin's module (hypothesis is one) imported before it starts cannot be rewritten.
+import torch._dynamo, torch._inductor.compile_fx  # noqa: F401,E401
 
 def serve():
     base = list(sys.path[1:])  # '' (python -c) left out: the child puts its own first
