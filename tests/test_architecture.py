@@ -411,3 +411,23 @@ def test_every_command_is_wired_and_documented():
 def test_the_test_helpers_see_the_package_under_test():
     """The suite runs against this checkout's opzoo (editable install), not a stale copy."""
     assert opzoo.__file__.startswith(str(PACKAGE))
+
+
+def _too_long(path: Path) -> list[str]:
+    """The module, if over 400 lines, and its functions over 60, as lines to read."""
+    text = path.read_text()
+    found = [f"{path.name}: {len(text.splitlines())} lines"] if len(text.splitlines()) > 400 else []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+            found.append(f"{path.name}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines")
+    return found
+
+
+def test_no_module_over_400_lines_no_function_over_60(tmp_path):
+    """A room a newcomer reads in one sitting: no module of the package over 400 lines, no function
+    over 60 (benchmarks/layout.py counts the same, for any checkout)."""
+    assert [line for name in module_names() for line in _too_long(source_of(name))] == []
+    # the rule sees a long one: a function of 61 lines in a module of 401
+    body = "".join(f"    x{i} = {i}\n" for i in range(60))
+    (tmp_path / "long.py").write_text("def f():\n" + body + "\n" * 340)
+    assert _too_long(tmp_path / "long.py") == ["long.py: 401 lines", "long.py:1 f: 61 lines"]

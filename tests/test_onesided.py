@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from opzoo.testing.checks import _onesided
+from opzoo.testing.checks import _nearby
 from opzoo.testing.checks._backward_rows import jacobian_rows
 from opzoo.testing.checks._onesided import KINDS, Probe
 
@@ -167,7 +167,7 @@ def test_rounding_is_that_of_the_dtype_the_op_returned():
     from wrong_ops import WrongDtype
 
     from opzoo.testing import replay, spec_of
-    from opzoo.testing.checks._onesided import _eps
+    from opzoo.testing.checks._nearby import _eps
 
     x = torch.linspace(0.3, 2.9, 7, dtype=torch.float64)
     rounded = Probe(lambda t: (3 * t.float(),), (x,))
@@ -189,7 +189,7 @@ def test_rounding_is_that_of_the_dtype_the_op_returned():
 
 def _one_call_per_step(monkeypatch, fn, xs, diagonal=False):
     with monkeypatch.context() as m:
-        m.setattr(_onesided, "STACKED_AT_LEAST", 10**9)  # nothing fits: a call per step
+        m.setattr(_nearby, "STACKED_AT_LEAST", 10**9)  # nothing fits: a call per step
         return Probe(fn, xs, diagonal=diagonal)
 
 
@@ -255,5 +255,5 @@ NOT_STACKABLE = {
 def test_a_function_that_is_not_elementwise_along_a_stack_is_called_per_step(monkeypatch, case):
     fn, xs = NOT_STACKABLE[case]
     stacked = Probe(fn, xs)
-    assert not stacked.batched
+    assert not stacked.steps.batched
     _same_probe(stacked, _one_call_per_step(monkeypatch, fn, xs))

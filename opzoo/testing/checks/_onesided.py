@@ -36,14 +36,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 
 from opzoo.testing.checks._convexity import TOL, gap_evidence, midpoint_evidence
-
-Tensors = tuple[torch.Tensor, ...]
-Fn = Callable[..., Tensors]
+from opzoo.testing.checks._nearby import Fn, Nearby, Tensors, flat
 
 #: The one-sided step: gradcheck's eps, so that whatever its central differences straddle, this sees.
 H = 1e-6
@@ -63,39 +61,8 @@ RANDOM_DIAGONAL = 5
 MAX_COORDINATES = 128
 #: gradcheck's tolerances, for a value held between one-sided differences.
 ATOL, RTOL = 1e-5, 1e-3
-#: Steps go through the function together, stacked along a new leading dimension, this many
-#: elements (steps times the inputs' elements) per call at most, and only where as many as
-#: STACKED_AT_LEAST steps fit in one call.
-BATCH = 1 << 18
-STACKED_AT_LEAST = 16
-#: Ulps within which the point itself, evaluated in a stacked call, must come back as f0 (an
-#: elementwise kernel may round a few ulps otherwise on a longer tensor: its vectorised path).
-BATCH_ULPS = 8
-
 SMOOTH, CONVEX, CONCAVE, MIXED, JUMPS, UNBOUNDED, UNDEFINED = range(7)
 KINDS = ("smooth", "convex", "concave", "mixed", "jump", "unbounded", "undefined")
-
-
-def _eps(outs: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Per output element, the machine epsilon of the dtype its output came back in (float64's for
-    one that is not floating: integers and booleans are exact)."""
-    floats = [o.dtype if o.is_floating_point() else torch.float64 for o in outs]
-    eps = [torch.full((o.numel(),), torch.finfo(d).eps, dtype=torch.float64) for o, d in zip(outs, floats)]
-    return torch.cat(eps) if eps else torch.zeros(0, dtype=torch.float64)
-
-
-def flat(ts: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The tensors' elements in one float64 vector, one after the other."""
-    if not ts:
-        return torch.zeros(0, dtype=torch.float64)
-    return torch.cat([t.detach().reshape(-1).to(device="cpu", dtype=torch.float64) for t in ts])
-
-
-def _stacked_shape(got: torch.Size, b: int, shape: torch.Size) -> bool:
-    """Whether ``got`` is ``shape`` stacked ``b`` times in front, with dimensions of 1 between (an
-    output shaped as an input that broadcasting lengthened is)."""
-    k = len(got) - len(shape)
-    return k >= 1 and got[0] == b and all(d == 1 for d in got[1:k]) and tuple(got[k:]) == tuple(shape)
 
 
 @dataclass
@@ -149,106 +116,18 @@ class Probe:
     def __init__(
         self, fn: Fn, xs: Sequence[torch.Tensor], *, diagonal: bool = False, most: int = MAX_COORDINATES
     ) -> None:
-        self.fn = fn
-        self.xs = tuple(x.detach() for x in xs)
-        self.in_shapes = [x.shape for x in self.xs]
-        self.n = sum(x.numel() for x in self.xs)
-        outs = self._outputs(torch.zeros(self.n, dtype=torch.float64))
-        self.out_shapes = [o.shape for o in outs]
-        self.f0 = flat(outs)
-        self.ulp = _eps(outs)
-        self.m = self.f0.numel()
+        steps = self.steps = Nearby(fn, xs)  # the function's values at the point and near it
+        self.xs, self.n, self.m, self.f0, self.ulp = steps.xs, steps.n, steps.m, steps.f0, steps.ulp
+        self.in_shapes, self.out_shapes = steps.in_shapes, steps.out_shapes
         self.diagonal = diagonal and self.n > 0 and self.m > 0
         if self.diagonal:
             self.elements = self.xs[0].numel()
             if any(x.numel() != self.elements for x in self.xs) or self.m % self.elements:
                 self.diagonal = False
-        # steps stacked along a new leading dimension (see _stacked), until a call does not give f0
-        # (an input so large that few steps fit in a call costs its arithmetic, not its calls)
-        self.batched = 0 < self.n <= BATCH // STACKED_AT_LEAST
         self.dirs = self._directions(most)
         self.coordinates = self._n_coordinates
         self._unstable: torch.Tensor | None = None
         self._measure()
-
-    # -- evaluation -------------------------------------------------------------------------------
-
-    def _outputs(self, step: torch.Tensor) -> Tensors:
-        """``fn`` at x moved by ``step`` (n), or by each row of a stack of steps (b, n) at once, each
-        input stacked along a new leading dimension (see :meth:`_stacked`)."""
-        lead = tuple(step.shape[:-1])
-        most = max(x.dim() for x in self.xs) if lead else 0
-        moved = []
-        at = 0
-        for x in self.xs:
-            k = x.numel()
-            piece = step[..., at : at + k].reshape((*lead, *x.shape)).to(device=x.device, dtype=x.dtype)
-            # broadcasting aligns the inputs' last dimensions: a shorter input's stack goes in front of
-            # as many as the longest has (a core dimension of another length puts it elsewhere)
-            pad = [1] * (most - x.dim())
-            moved.append((x + piece).reshape((*lead, *pad, *x.shape)))
-            at += k
-        with torch.no_grad():
-            out = self.fn(*moved)
-        return tuple(o.detach() for o in (out if isinstance(out, tuple) else (out,)))
-
-    def _at(self, step: torch.Tensor) -> torch.Tensor:
-        return flat(self._outputs(step))
-
-    def _at_many(self, steps: torch.Tensor) -> torch.Tensor:
-        """f at x moved by each row of ``steps`` (k, n), flat: (k, m): in a few calls, stacked (see
-        :meth:`_stacked`), where ``fn`` takes that; else one call each."""
-        if not steps.shape[0]:
-            return torch.zeros(0, self.m, dtype=torch.float64)
-        if self.batched:
-            try:
-                got = self._stacked(steps)
-            except Exception:  # noqa: BLE001 - the op may raise anything: each row on its own then
-                got = None
-            if got is not None:
-                return got
-            self.batched = False
-        return torch.stack([self._at(s) for s in steps])
-
-    def _stacked(self, steps: torch.Tensor) -> torch.Tensor | None:
-        """:meth:`_at_many` where ``fn`` treats a new leading dimension of its inputs as one more
-        loop dimension, as an op's signature says it does: each input stacked along it, and put
-        in front of as many dimensions as the longest input has, so that broadcasting pairs the
-        stacks' rows (where core dimensions differ in number, two stacks meet in two places: the
-        output's shape shows it). Each call stacks the point itself first and last. None unless
-        each call returns outputs of the stacked shape that give back f0 at both ends (within a
-        few ulps): a function that is not elementwise along that dimension (a mean over it, a
-        cumulative sum, a size read from the input, a random draw) does not, and is then called
-        once per row. Not seen: a forward that branches on its whole input (``if (x > t).any()``)
-        between branches that agree at the point but not at every step: a stacked call takes one
-        branch for all its rows."""
-        per = max(1, BATCH // self.n)
-        zero = torch.zeros(1, self.n, dtype=torch.float64)
-        rows = []
-        for start in range(0, steps.shape[0], per):
-            part = steps[start : start + per]
-            block = torch.cat([zero, part, zero])
-            outs = self._outputs(block)
-            b = block.shape[0]
-            if len(outs) != len(self.out_shapes) or not all(
-                _stacked_shape(o.shape, b, shape) for o, shape in zip(outs, self.out_shapes)
-            ):
-                return None
-            got = torch.cat([o.reshape(b, -1).to(device="cpu", dtype=torch.float64) for o in outs], 1)
-            if not (self._gives_f0(got[0]) and self._gives_f0(got[-1])):
-                return None
-            rows.append(got[1 : 1 + part.shape[0]])
-        return torch.cat(rows)
-
-    def _gives_f0(self, row: torch.Tensor) -> bool:
-        """Whether ``row`` is f0: nan and infinite where it is (the same infinities), within a few
-        ulps elsewhere."""
-        f0 = self.f0
-        inf, finite = f0.isinf(), f0.isfinite()
-        if not torch.equal(row.isnan(), f0.isnan()) or not torch.equal(row[inf], f0[inf]):
-            return False
-        a, b = row[finite], f0[finite]
-        return bool(((a - b).abs() <= BATCH_ULPS * self.ulp[finite] * (a.abs() + b.abs())).all())
 
     def _directions(self, most: int) -> torch.Tensor:
         """Coordinates first (each input element, or for a diagonal op each input as a whole), then
@@ -280,7 +159,7 @@ class Probe:
         a jump, the midpoints only where a kink is found (to tell convex, concave and mixed apart)."""
         f0, dirs = self.f0, self.dirs
         base = f0[:, None]
-        both = self._at_many(torch.cat([H * dirs, -H * dirs])).T  # (rows, 2 directions)
+        both = self.steps.many(torch.cat([H * dirs, -H * dirs])).T  # (rows, 2 directions)
         k = dirs.shape[0]
         plus, minus = both[:, :k], both[:, k:]
         finite = f0.isfinite()
@@ -296,7 +175,7 @@ class Probe:
         self._short = torch.where(self.ulp[:, None] > torch.finfo(torch.float64).eps, self.noise, 0.0)
         jumps, near_finite = self._jumps(plus, minus)
         nearby &= near_finite
-        convex_no, concave_no = gap_evidence(self._at_many, f0, dirs, H, self.up, self.down, self._short)
+        convex_no, concave_no = gap_evidence(self.steps.many, f0, dirs, H, self.up, self.down, self._short)
         complete = self.diagonal or self.coordinates == self.n
         nonlinear = self._nonlinear() if complete else torch.zeros(self.m, dtype=torch.bool)
         kinked = convex_no | concave_no | nonlinear
@@ -305,7 +184,7 @@ class Probe:
         if bool((kinked & finite & nearby & ~jumps).any()):
             first = 0 if self.diagonal else self.coordinates
             mid_convex_no, mid_concave_no, mid_nearby = midpoint_evidence(
-                self._at_many, dirs, first, H, self.up, self.down, base, self._short
+                self.steps.many, dirs, first, H, self.up, self.down, base, self._short
             )
             convex_no |= mid_convex_no
             concave_no |= mid_concave_no
@@ -322,7 +201,7 @@ class Probe:
             big = (far - base).abs()
             large = big > JUMP * (1 + base.abs())
             js = large.any(0).nonzero().reshape(-1)
-            nears = self._at_many(sign * H2 * self.dirs[js])
+            nears = self.steps.many(sign * H2 * self.dirs[js])
             for near, j in zip(nears, js.tolist()):
                 finite &= near.isfinite()
                 jumps |= large[:, j] & ((near - f0).abs() > 0.5 * big[:, j])
@@ -454,7 +333,7 @@ class Probe:
         if self._unstable is None:
             c = self.coordinates
             wide = self.central(torch.arange(self.m))
-            ends = self._at_many(torch.cat([H / 4 * self.dirs[:c], -H / 4 * self.dirs[:c]]))
+            ends = self.steps.many(torch.cat([H / 4 * self.dirs[:c], -H / 4 * self.dirs[:c]]))
             narrow = ((ends[:c] - ends[c:]) / (H / 2)).T if c else wide
             slack = ATOL + RTOL * narrow.abs() + 5 * self.noise
             self._unstable = ~(wide.isfinite() & narrow.isfinite() & ((wide - narrow).abs() <= slack))

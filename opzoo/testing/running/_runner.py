@@ -106,13 +106,8 @@ def check_property(
     if hooks is not None and not isinstance(registry, RunHooks):  # nobody else would say it
         tried.notes.update(dict.fromkeys(f"a plugin's hook failed: {f}" for f in hooks.failures))
     took = time.perf_counter() - began
-    if failure is None and tried.skipped is not None:  # no input failed, and some said skip
-        return Result(spec.name, prop, device, "skip", str(tried.skipped), seconds=took, notes=tried.told())
     if failure is None:
-        if not tried.ran:
-            why = "the forward rejected every input (see the accepts property)"
-            return Result(spec.name, prop, device, "skip", why, seconds=took, notes=tried.told())
-        return Result(spec.name, prop, device, "pass", seconds=took, notes=tried.told())
+        return tried.passed(took)
     if isinstance(failure, PropertyTimeout):
         reason = f"timed out after {timeout:g} s: the op hung?"
         return Result(spec.name, prop, device, "fail", reason, seconds=took, timed_out=True)
@@ -247,6 +242,17 @@ class _Trial:
     def told(self) -> list[str]:
         """What the checks noticed, one rounding note per dtype: the worst (each example tells its own)."""
         return worst_rounding(self.notes)
+
+    def passed(self, took: float) -> Result:
+        """The result where no input failed: a skip if some said so or the forward rejected all,
+        else a pass."""
+        spec, prop, device = self.spec.name, self.property.name, self.device
+        if self.skipped is not None:
+            return Result(spec, prop, device, "skip", str(self.skipped), seconds=took, notes=self.told())
+        if not self.ran:
+            why = "the forward rejected every input (see the accepts property)"
+            return Result(spec, prop, device, "skip", why, seconds=took, notes=self.told())
+        return Result(spec, prop, device, "pass", seconds=took, notes=self.told())
 
     def failed(self, exc: BaseException, took: float, reproduce: Any) -> Result:
         """The result of a property that raised ``exc``: a skip if the check says so, else a
