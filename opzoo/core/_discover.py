@@ -19,10 +19,12 @@ import pkgutil
 import select
 import signal
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from opzoo.core._guard import Guard
 from opzoo.exceptions import OpZooError
+
+T = TypeVar("T")
 
 __all__ = ["Discovery", "Found", "ModuleVerdict", "discover", "modules_of"]
 
@@ -120,20 +122,31 @@ def _version(package: str) -> str:
 def _child(names: list[str], start: int, limit: float) -> list[ModuleVerdict]:
     """Import ``names[start:]`` in one forked child; the verdicts it gave, and the one for the module
     it hung or ended on (the caller forks the next child after it)."""
+    return forked(
+        lambda write, parent: _import_all(names, start, write, parent),
+        lambda pid, read: _follow(pid, read, names, start, limit),
+    )
+
+
+def forked(child: Callable[[int, int], object], follow: Callable[[int, int], T]) -> T:
+    """``follow(pid, read)`` of a forked child, in a process group of its own, that runs
+    ``child(write, parent)`` and never returns; its whole group killed and reaped afterwards,
+    whatever ``follow`` did (whatever the child started goes with it)."""
     read, write = os.pipe()
     parent = os.getpid()
     pid = os.fork()
-    if pid == 0:  # never returns
+    if pid == 0:
         os.close(read)
-        _import_all(names, start, write, parent)
+        child(write, parent)
+        os._exit(1)  # not reached: the child ends itself
     os.close(write)
     with contextlib.suppress(OSError):
         os.setpgid(pid, pid)
     try:
-        return _follow(pid, read, names, start, limit)
+        return follow(pid, read)
     finally:
         os.close(read)
-        with contextlib.suppress(OSError):  # whatever the imports started
+        with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)

@@ -11,17 +11,15 @@ it is asked for (``core._spec.spec_of``).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import select
-import signal
 import sys
 from functools import partial
 from typing import Any, Callable
 
 from opzoo._records import PLUGIN_ERRORS
-from opzoo.core._discover import _ended, _hung
+from opzoo.core._discover import _ended, _hung, forked
 from opzoo.core._spec import OpSpec, spec_of
 from opzoo.exceptions import ConfigError, OpZooError, one_line
 
@@ -106,23 +104,7 @@ def by_path(path: str) -> OpSpec:
 
 def _in_child(path: str, limit: float) -> dict[str, str]:
     """What a forked child that resolves ``path`` says: ``{"summary": the op's}``, or ``{"error": line}``."""
-    read, write = os.pipe()
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # never returns
-        os.close(read)
-        _try(path, write, parent)
-    os.close(write)
-    with contextlib.suppress(OSError):
-        os.setpgid(pid, pid)
-    try:
-        return _answer(pid, read, path, limit)
-    finally:
-        os.close(read)
-        with contextlib.suppress(OSError):  # whatever the import started
-            os.killpg(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+    return forked(partial(_try, path), lambda pid, read: _answer(pid, read, path, limit))
 
 
 def _try(path: str, write: int, parent: int) -> None:
