@@ -1,19 +1,14 @@
-"""The wrong twins of the ops scan infers in ops.py: each backward is wrong at some inputs only (one
-wrong everywhere by one factor would read as a backward that is not a derivative by design)."""
+"""The wrong twins of the ops scan infers in ops.py: each the same forward (a subclass), with a
+backward wrong at some inputs only (one wrong everywhere by one factor would read as a backward that
+is not a derivative by design)."""
 
 import torch
 
+from scanpkg import ops
 
-class SoftPlus(torch.autograd.Function):
+
+class SoftPlus(ops.SoftPlus):
     """sigmoid(x) below 1, a constant 0.5 above: wrong for x > 1."""
-
-    @staticmethod
-    def forward(x):
-        return torch.nn.functional.softplus(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
 
     @staticmethod
     def backward(ctx, g):
@@ -21,15 +16,8 @@ class SoftPlus(torch.autograd.Function):
         return g * torch.where(x > 1, 0.5, torch.sigmoid(x))
 
 
-class Softmax(torch.autograd.Function):
+class Softmax(ops.Softmax):
     """The first element of each row loses the sum's term."""
-
-    @staticmethod
-    def forward(ctx, x, dim=-1):
-        y = torch.softmax(x, dim)
-        ctx.save_for_backward(y)
-        ctx.dim = dim
-        return y
 
     @staticmethod
     def backward(ctx, g):
@@ -39,13 +27,8 @@ class Softmax(torch.autograd.Function):
         return gx.index_copy(ctx.dim, torch.tensor([0]), first.unsqueeze(ctx.dim)), None
 
 
-class Log(torch.autograd.Function):
+class Log(ops.Log):
     """1 / x below 2, 1 / (x + 1) above: wrong for x > 2."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return torch.log(x)
 
     @staticmethod
     def backward(ctx, g):
@@ -53,15 +36,9 @@ class Log(torch.autograd.Function):
         return g / torch.where(x > 2, x + 1, x)
 
 
-class Dropout(torch.autograd.Function):
+class Dropout(ops.Dropout):
     """Random forward (declared random=True by scan); the backward drops the mask: wrong wherever an
     element was dropped."""
-
-    @staticmethod
-    def forward(ctx, x):
-        mask = (torch.rand_like(x) > 0.5).to(x.dtype) * 2
-        ctx.save_for_backward(mask)
-        return x * mask
 
     @staticmethod
     def backward(ctx, g):
