@@ -265,6 +265,51 @@ def test_a_squeeze_without_a_dim_is_caught_under_ci():
     assert 1 in shape and len(shape) >= 2, shape
 
 
+class LogSoftmaxLastDim(torch.autograd.Function):
+    """log-softmax along ``dim``, a backward that sums over the last dimension whatever ``dim`` is:
+    wrong wherever ``dim`` is another (a new user's first wrong op)."""
+
+    @staticmethod
+    def forward(ctx, x, dim=-1):
+        y = torch.log_softmax(x, dim)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g - y.exp() * g.sum(-1, keepdim=True), None
+
+
+def test_a_failure_at_a_moved_dim_shows_what_the_forward_got():
+    """An example is shown and replayed with the core dimension last; where the Dim put it elsewhere,
+    the report also gives the input as the forward got it, so that calling the Function by hand on
+    it repeats the failure (a new user re-ran `apply` on the shape shown and saw it pass)."""
+    spec = spec_of(
+        declare(LogSoftmaxLastDim, signature="(n)->(n)", params={"dim": Dim()}, min_sizes={"n": 1})
+    )
+    result = check_property(spec, "gradient", profile="ci")
+    assert result.status == "fail", result
+    shown = torch.tensor(result.example["inputs"][0]["values"], dtype=torch.float64)
+    dim = result.example["params"]["dim"]
+    got = shown.movedim(-1, dim)
+    line = f"  as called: shape {tuple(got.shape)}, dim={dim}, values {got.tolist()!r} (the example above has"
+    assert line in result.report(), result.report()
+    # by hand, on what the forward got: gradcheck fails there too
+    x = got.clone().requires_grad_()
+    assert not torch.autograd.gradcheck(
+        lambda t: LogSoftmaxLastDim.apply(t, dim), (x,), raise_exception=False
+    )
+    # where the forward got what is shown (the core dimension last, or moved among equal values),
+    # nothing more is said
+    from opzoo.testing.running._runner import _called
+
+    x = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
+    assert _called(bind(spec, {"dim": -1}), (x,)) is None and _called(bind(spec, {"dim": 1}), (x,)) is None
+    assert _called(bind(spec, {"dim": 0}), (torch.zeros(2, 2, dtype=torch.float64),)) is None
+    assert _called(bind(spec, {"dim": 0}), (x,)).startswith("shape (3, 2), dim=0, values [[0.0, 3.0], ")
+
+
 def test_assert_correct_raises_with_the_report():
     """assert_correct raises AssertionError carrying each failure's report and reproduce lines."""
     wrong = declare(up.SparsemaxSqueezed, SPARSEMAX.contract)

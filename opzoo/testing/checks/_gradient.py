@@ -160,6 +160,7 @@ def worst_gradient_mismatch(
                     "x": flat[e].item(),
                     "numerical": numeric[e].item(),
                     "analytic": analytic[i].reshape(-1)[e].item(),
+                    "of": "sum(output * grad_output), grad_output a fixed ramp",
                 }
     if worst is None:
         return None

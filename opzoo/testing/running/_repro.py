@@ -25,6 +25,7 @@ def describe(last: dict[str, Any]) -> dict[str, Any]:
         "params": dict(last["params"]),
         "fast": last["fast"],
         "edge": edge,
+        "called": last.get("called"),
         "inputs": [
             None  # an optional input, not given
             if x is None

@@ -56,7 +56,7 @@ class Result:
                     f"  example:   shape {t['shape']}, strides {t['strides']}, dtype {t['dtype']}, "
                     f"params {e['params']}"
                 )
-                lines.append(f"  values:    {_preview(t['values'])}")  # None: a large edge input
+                lines.append(f"  values:    {preview(t['values'])}")  # None: a large edge input
             else:
                 lines.append(f"  example:   params {e['params']}")
                 for i, t in enumerate(shown):
@@ -66,20 +66,23 @@ class Result:
                     lines.append(
                         f"  input {i}:   shape {t['shape']}, strides {t['strides']}, dtype {t['dtype']}"
                     )
-                    lines.append(f"    values:  {_preview(t['values'])}")
+                    lines.append(f"    values:  {preview(t['values'])}")
+        if self.example and self.example.get("called"):
+            lines.append(f"  as called: {self.example['called']}")
         if self.worst:
             w = self.worst
-            skip = ("index", "x", "grad_output", "input", "output")
+            skip = ("index", "x", "grad_output", "input", "output", "of")
             nums = ", ".join(f"{k} {v:.9g}" for k, v in w.items() if k not in skip)
             which = f"input {w['input']}, output {w['output']}, " if "input" in w else ""
             value = f"input {w['input']} = " if w.get("input") else "x = "  # that input's value there
-            lines.append(f"  worst:     {which}at index {list(w['index'])}, {value}{w['x']:.9g}: {nums}")
+            of = f" (the gradient of {w['of']})" if "of" in w else ""
+            lines.append(f"  worst:     {which}at index {list(w['index'])}, {value}{w['x']:.9g}: {nums}{of}")
         if self.repro:
             lines.append("  reproduce: " + self.repro.replace("\n", "\n             "))
         return printable("\n".join(lines), lines=True)
 
 
-def _preview(values: Any, limit: int = 16) -> str:
+def preview(values: Any, limit: int = 16) -> str:
     """The values as a flat list, cut after ``limit`` (the repro snippet keeps them all)."""
 
     def flat(v: Any) -> list[Any]:

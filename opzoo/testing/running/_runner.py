@@ -14,16 +14,20 @@ from hypothesis.errors import HypothesisException
 
 from opzoo.core._spec import OpSpec
 from opzoo.exceptions import one_line
-from opzoo.testing.checks._bound import PropertyFailed, PropertySkipped, bind, rejects
+from opzoo.testing.checks._bound import Bound, PropertyFailed, PropertySkipped, bind, rejects
 from opzoo.testing.checks._steps import worst_rounding
 from opzoo.testing.properties import PROPERTIES, Property
 from opzoo.testing.running import _cases, _profiles
 from opzoo.testing.running._cases import split
 from opzoo.testing.running._hooks import Asked, RunHooks, hooks_of
 from opzoo.testing.running._options import OPTIONS
-from opzoo.testing.running._repeatable import seeded_torch, without_local_constants
-from opzoo.testing.running._repro import describe, repro
-from opzoo.testing.running._result import HUNG, Result
+from opzoo.testing.running._repeatable import (
+    seeded_torch,
+    torch_deprecations_ignored,
+    without_local_constants,
+)
+from opzoo.testing.running._repro import EDGE_VALUES, describe, repro
+from opzoo.testing.running._result import HUNG, Result, preview
 from opzoo.testing.running._signals import PropertyTimeout, insistent_interrupt, signals_handled, time_limit
 from opzoo.testing.strategies import edge_inputs, fixed_inputs
 
@@ -113,6 +117,27 @@ def check_property(
         return Result(spec.name, prop, device, "fail", reason, seconds=took, timed_out=True)
     profile = profile if not conf.derandomize else "ci"
     return tried.failed(failure, took, lambda example: repro(spec, prop, example, profile, seed, examples))
+
+
+def _called(op: Bound, xs: tuple[torch.Tensor, ...]) -> str | None:
+    """Where a Dim parameter moved the core dimension: the inputs as the forward got them, in words
+    (an example is shown, and replayed, with it last); None where that is what the forward got."""
+    axis = op.spec.contract.axis
+    if axis is None:
+        return None
+    try:
+        got = [t for t in op.arranged(*xs) if t is not None]
+        shown = [t for t in op.full(*xs) if t is not None]
+    except Exception:  # noqa: BLE001 - an input outside the signature: nothing to say
+        return None
+    if all(g.shape == s.shape and torch.equal(g, s) for g, s in zip(got, shown)):
+        return None
+    words = (
+        f"shape{'s' * (len(got) > 1)} {', '.join(str(tuple(t.shape)) for t in got)}, {axis}={op.params[axis]}"
+    )
+    if len(got) == 1 and got[0].numel() <= EDGE_VALUES:
+        words += f", values {preview(got[0].detach().cpu().tolist())}"
+    return words + " (the example above has the core dimension last)"
 
 
 #: ``every_input``'s ``registry`` where the property searches its own examples.
@@ -232,7 +257,7 @@ class _Trial:
             self.skipped = self.skipped or exc
             return True
         except BaseException as exc:
-            self.last.update(params=params, xs=inputs, fast=fast, edge=edge, exc=exc)
+            self.last.update(params=params, xs=inputs, fast=fast, edge=edge, exc=exc, called=_called(op, xs))
             raise
         finally:
             self.notes.update(dict.fromkeys(op.notes))
