@@ -3,6 +3,7 @@ a failure's `reproduce:` command fails again (issue 11, item 8). See opzoo/testi
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 
 import pytest
@@ -64,3 +65,30 @@ def test_the_callers_torch_generator_is_left_as_it_was(monkeypatch):
     torch.manual_seed(123)
     drawn(monkeypatch)
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_warnings_made_errors_by_the_caller_fail_no_correct_op(monkeypatch):
+    """Under `filterwarnings = error` (or `python -W error`), the deprecation warnings torch raises
+    from its own machinery (Dynamo instantiating a Function while it traces; torch.jit.script as
+    torch.func loads its jvp decompositions) failed `compile` and `forward_mode` of every correct
+    op: they are torch's, not the op's, and ignored while a check runs. The op's own are not."""
+    import warnings
+
+    from opzoo.testing.running import _repeatable, _runner
+
+    def compiled() -> str:
+        torch._dynamo.reset()  # a fresh trace: Dynamo warns as it traces
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return check_property(opzoo.info("myrelu"), "compile", profile="ci").status
+
+    assert compiled() == "pass"
+    # the filter is what makes it pass: without it, torch's warning fails the correct op
+    with monkeypatch.context() as m:
+        m.setattr(_runner, "torch_deprecations_ignored", contextlib.nullcontext)
+        assert compiled() == "fail"
+    # a warning of the op's own still reaches the caller's filter
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with _repeatable.torch_deprecations_ignored(), pytest.raises(DeprecationWarning):
+            warnings.warn("the op's own", DeprecationWarning)

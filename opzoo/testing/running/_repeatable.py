@@ -10,11 +10,18 @@ inputs in a full zoo run than in the printed ``reproduce:`` command, which could
   "local" module imported so far (opzoo itself when installed editable, plugins, a fixture folder),
   a pool that grows as modules are imported during the run. Our runs use its global constants
   only (they hold the edge values: ±0, ±inf, nan, extremes; our strategies add the kinks).
+
+And one kind of state turned a green verdict red: the caller's warning filters. Where warnings are
+errors (pytest's ``filterwarnings = error``, ``python -W error``), the deprecation warnings torch
+raises from its own machinery (``torch.jit.script`` as torch.func loads its jvp decompositions,
+Dynamo instantiating a Function) failed ``forward_mode`` and ``compile`` of a correct op. Those
+are ignored while a check runs (:func:`torch_deprecations_ignored`); the op's own are not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Iterator
 
 import torch
@@ -60,3 +67,13 @@ def without_local_constants() -> Iterator[None]:
     finally:
         providers._get_local_constants = original
         cache.cache.clear()
+
+
+@contextlib.contextmanager
+def torch_deprecations_ignored() -> Iterator[None]:
+    """torch's own deprecation warnings (raised from a torch module) ignored in the block, whatever
+    the caller's filters; the caller's filters restored after it."""
+    with warnings.catch_warnings():
+        for category in (DeprecationWarning, FutureWarning):
+            warnings.filterwarnings("ignore", category=category, module=r"torch(\.|$)")
+        yield

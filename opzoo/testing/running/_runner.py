@@ -97,7 +97,8 @@ def check_property(
     hooks = hooks_of(registry) if registry is not None else None
     tried = _Trial(spec, property_, device, signals_handled())
     try:
-        tried.every_input(conf, seed, hooks, profile, timeout, registry if shared else _SEARCH)
+        with torch_deprecations_ignored():
+            tried.every_input(conf, seed, hooks, profile, timeout, registry if shared else _SEARCH)
     except BaseException as exc:  # the op under test may raise anything
         # A KeyboardInterrupt is Ctrl-C (or SIGTERM, SIGHUP) only if one of them was handled
         # meanwhile; one the op raised itself is its failure (in a worker, which ignores SIGINT, always).
