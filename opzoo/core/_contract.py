@@ -45,7 +45,10 @@ class Contract:
                      product, ``"(n)->()"`` a reduction, ``"()->(),()"`` two outputs.
     params:          the op's non-tensor parameters, in the order ``forward`` takes them, after
                      the tensor inputs.
-    double_backward: whether the backward is itself differentiable.
+    double_backward: True: the backward is itself differentiable, and second derivatives must
+                     work. Either way every second derivative that comes back is checked (one
+                     that raises is a skip): a backward that is not differentiable is marked
+                     ``@once_differentiable``.
     surrogate:       for a backward that is deliberately not the derivative of the forward (a
                      straight-through estimator, a spiking neuron's smooth surrogate, gradient
                      reversal): a differentiable function of the op's tensor inputs and params,
