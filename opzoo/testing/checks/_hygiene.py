@@ -155,9 +155,20 @@ def accepts(op: Bound, *xs: torch.Tensor) -> None:
             shown = f"{shown[:-2]}, {ways}:\n{listed}"
         raise PropertyFailed(
             f"the forward raised {one_line(exc, with_type=True)} on input(s) of shape {shown}the other "
-            "properties leave out the inputs it rejects. If the op does not take such inputs, declare it "
-            "(min_sizes= for a dimension's smallest size, loop_dims= for a fixed rank)"
+            f"properties leave out the inputs it rejects. If the op does not take such inputs, {_declare(op)}"
         ) from None
+
+
+def _declare(op: Bound) -> str:
+    """What to declare about the inputs an op rejects: limits on its signature's dimensions, or,
+    where it declares none (an elementwise op, as an undeclared one is taken), the signature first."""
+    limits = "min_sizes= for a dimension's smallest size, loop_dims= for a fixed rank"
+    if op.spec.contract.sig.elementwise:
+        return (
+            "declare its signature, the dimensions it works along (signature='(n)->(n)' with "
+            f"min_sizes={{'n': 1}}, say; `opzoo scan` infers one), then its limits ({limits})"
+        )
+    return f"declare it ({limits})"
 
 
 Way = tuple[str, str]
