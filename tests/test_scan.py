@@ -92,6 +92,8 @@ EXPECTED = {
 }
 #: The correct ops whose backward scan leaves unchecked as a derivative (by design).
 NOT_CHECKED = {"Heaviside", "GuidedReLU"}
+#: The correct ops that declare their own contract in the class: checked under it, nothing inferred.
+DECLARED = {"DeclaredGram"}
 
 
 def _shown(kwargs: dict) -> dict:
@@ -173,14 +175,29 @@ def scanned():
     return report, before, after
 
 
+def test_a_function_with_its_own_contract_is_checked_under_it(on_path):
+    """A Function whose class declares opzoo_contract (a Gram matrix, whose signature scan could not
+    tell) is not probed: nothing inferred, nothing to paste, checked under its author's contract (a
+    new user's Clamp01, declared with a reference and kinks, was offered a bare declare())."""
+    from opzoo.testing.scan._infer import infer
+
+    for name in DECLARED:
+        rec = infer(f"scanpkg.ops:{name}")
+        assert rec.own and not rec.why and status_of(rec) == "declared by its class"
+        assert declaration(rec) == ({}, "")
+
+
 def test_scan_never_makes_a_correct_op_red(scanned):
     """Every correct op of scanpkg/ops.py is green or "cannot infer" with why; none is red."""
     report, _, _ = scanned
     rows = {r.path.partition(":")[2]: r for r in report.rows if r.path.startswith("scanpkg.ops:")}
-    assert set(rows) == set(EXPECTED)
+    assert set(rows) == set(EXPECTED) | DECLARED
     for name, row in rows.items():
         assert not row.failed, (name, row.verdict())
-        if isinstance(EXPECTED[name], str):
+        if name in DECLARED:
+            assert row.status == "declared by its class" and row.inferred == "its own opzoo_contract"
+            assert row.verdict().startswith("green (1 pass, 0 fail") and row.declaration == ""
+        elif isinstance(EXPECTED[name], str):
             assert row.status == "cannot infer" and row.why and not row.results
         elif name in NOT_CHECKED:
             assert row.status == "inferred, gradient not checked" and row.verdict().startswith("green (")
@@ -212,7 +229,8 @@ def test_scan_lists_the_modules_it_did_not_use_and_imports_nothing_here(scanned)
     text = table(report)
     assert "not importable: scanpkg.exits (ended the process: " in text
     assert text.endswith(
-        "scanpkg: 13 Function(s) in 6 module(s) (3 did not import): "
+        "scanpkg: 14 Function(s) in 6 module(s) (3 did not import): "
+        "1 declared by their class and checked (1 green, 0 red), "
         "11 inferred and checked (7 green, 4 red), 2 cannot infer"
     )
 

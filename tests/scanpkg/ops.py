@@ -3,6 +3,8 @@ are green: scan must never make them red."""
 
 import torch
 
+import opzoo
+
 
 class SoftPlus(torch.autograd.Function):
     """Elementwise, setup_context form: d/dx log(1 + e^x) = sigmoid(x)."""
@@ -77,6 +79,13 @@ class Gram(torch.autograd.Function):
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
         return (g + g.mT) @ a
+
+
+class DeclaredGram(Gram):
+    """The same matrix op with its signature declared in the class, as a plugin's op is: scan checks
+    it under that and infers nothing."""
+
+    opzoo_contract = opzoo.Contract(signature="(m,n)->(m,m)")
 
 
 class Log(torch.autograd.Function):

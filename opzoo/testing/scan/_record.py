@@ -20,6 +20,8 @@ from opzoo.core._signature import ELEMENTWISE
 __all__ = ["Inferred", "declaration", "declaration_text", "status_of"]
 
 INFERRED, NOT_CHECKED, CANNOT = "inferred", "inferred, gradient not checked", "cannot infer"
+#: A Function whose class carries its own ``opzoo_contract``: checked under it, nothing inferred.
+OWN = "declared by its class"
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Inferred:
     dtypes: tuple[str, ...] = DEFAULT_DTYPES
     notes: list[str] = field(default_factory=list)
     timed_out: bool = False  # the probes ran past the time limit (run_pool's record)
+    own: bool = False  # the class declares its own opzoo_contract: nothing inferred
 
 
 def _wanted(rec: Inferred) -> dict[str, Any]:
@@ -86,9 +89,12 @@ def _wanted(rec: Inferred) -> dict[str, Any]:
 
 
 def declaration(rec: Inferred) -> tuple[dict[str, Any] | None, str]:
-    """``declare()``'s keyword arguments for ``rec`` (Params and input sets made), or None and why not."""
+    """``declare()``'s keyword arguments for ``rec`` (Params and input sets made), or None and why not;
+    none for a Function that declares its own contract (it is checked under that)."""
     if rec.why:
         return None, rec.why
+    if rec.own:
+        return {}, ""
     kwargs = _wanted(rec)
     if "params" in kwargs:
         kwargs["params"] = {name: _param(kind, d) for name, (kind, d) in kwargs["params"].items()}
@@ -106,7 +112,9 @@ def _param(kind: str, default: Any) -> Param:
 
 
 def status_of(rec: Inferred) -> str:
-    """``inferred``, ``inferred, gradient not checked`` or ``cannot infer``."""
+    """``inferred``, ``inferred, gradient not checked``, ``cannot infer`` or ``declared by its class``."""
+    if rec.own and not rec.why:
+        return OWN
     if declaration(rec)[0] is None:
         return CANNOT
     return NOT_CHECKED if rec.by_design else INFERRED
@@ -131,7 +139,7 @@ def _floats_text(low: float, high: float, grad: bool) -> str:
 
 def declaration_text(rec: Inferred) -> str:
     """The declaration as Python to paste; empty where nothing was inferred."""
-    if rec.why:
+    if rec.why or rec.own:
         return ""
     parts = []
     for key, value in _wanted(rec).items():

@@ -28,8 +28,9 @@ __all__ = ["ScanReport", "ScanRow", "scan"]
 @dataclass
 class ScanRow:
     """One Function found: its import path, form, what scan made of it (``status``: inferred;
-    inferred, gradient not checked; cannot infer), why (cannot infer) or its by-design reason, the
-    declaration to paste, notes, and its checks' results (as ``Result.to_dict`` gives them)."""
+    inferred, gradient not checked; cannot infer; declared by its class), why (cannot infer) or its
+    by-design reason, the declaration to paste, notes, and its checks' results (as
+    ``Result.to_dict`` gives them)."""
 
     path: str
     form: str
@@ -218,7 +219,8 @@ def _checked(records: list[Any], options: Any) -> list[dict[str, Any]]:
         row |= {"declaration": declaration_text(rec), "inferred": _inferred(rec) if not rec.why else ""}
         if kwargs is not None:
             try:
-                specs.append(spec_of(declare(import_path(rec.path), **kwargs), name=rec.path))
+                target = import_path(rec.path)
+                specs.append(spec_of(target if rec.own else declare(target, **kwargs), name=rec.path))
             except OpZooError as exc:
                 row |= {"status": "cannot infer", "why": f"scan's declaration was refused: {one_line(exc)}"}
             if row["status"] == NOT_CHECKED:
@@ -234,6 +236,8 @@ def _checked(records: list[Any], options: Any) -> list[dict[str, Any]]:
 
 def _inferred(rec: Any) -> str:
     """The INFERRED column: the signature and the declared params' names."""
+    if rec.own:
+        return "its own opzoo_contract"
     return ", ".join([rec.signature, *rec.params])
 
 
@@ -268,14 +272,23 @@ def table(report: ScanReport) -> str:
 
 
 def _summary(found: Discovery, rows: list[ScanRow]) -> str:
+    from opzoo.testing.scan._record import OWN
+
     paths = {f.path for f in found.functions}
     mine = [r for r in rows if r.path in paths]
-    checked = [r for r in mine if r.results]
+    own = [r for r in mine if r.results and r.status == OWN]
+    checked = [r for r in mine if r.results and r.status != OWN]
     red = sum(bool(r.failed) for r in checked)
     name = f"{found.package} {found.version}".strip()
+    declared = ""
+    if own:
+        own_red = sum(bool(r.failed) for r in own)
+        declared = (
+            f"{len(own)} declared by their class and checked ({len(own) - own_red} green, {own_red} red), "
+        )
     return (
         f"{name}: {len(mine)} Function(s) in {len(found.modules)} module(s) "
-        f"({len(found.failed)} did not import): "
+        f"({len(found.failed)} did not import): {declared}"
         f"{len(checked)} inferred and checked ({len(checked) - red} green, {red} red), "
-        f"{len(mine) - len(checked)} cannot infer"
+        f"{len(mine) - len(checked) - len(own)} cannot infer"
     )
