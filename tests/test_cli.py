@@ -104,6 +104,20 @@ def test_info_json(capsys):
     assert d["kinks"] == {"0.0": 1.0} and d["reference"] == "torch.relu"
 
 
+def test_info_shows_each_param_with_its_range_and_what_it_is(capsys):
+    """`opzoo info` writes a parameter as a user declares one, not as a dict of its fields; a Dim
+    (no range: any dimension) as its default and what it is."""
+    import math
+
+    from opzoo.cli._listing import _param_text
+
+    assert main(["info", "hardtanh"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("params"))
+    assert line.endswith("min_val=-1.0 in [-10, -0.01] (lower end); max_val=1.0 in [0.01, 10] (upper end)")
+    dim = {"default": -1, "low": -math.inf, "high": math.inf, "doc": "the dimension the op works along"}
+    assert _param_text("dim", dim) == "dim=-1 (the dimension the op works along)"
+
+
 def test_python_dash_m_runs():
     """`python -m opzoo` is the same command."""
     out = run_opzoo("list")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -71,10 +72,22 @@ def run_info(args: argparse.Namespace) -> int:
         return EXIT_OK
     width = max(len(k) for k in d)
     for key, value in d.items():
-        if isinstance(value, dict):
+        if key == "params":
+            value = "; ".join(_param_text(name, p) for name, p in value.items())
+        elif isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
         elif isinstance(value, list):
             value = ", ".join(str(v) for v in value)
         # every value may be a plugin's words: shown, never acted on by the terminal
         print(f"{key.ljust(width)}  {'-' if value in (None, '') else printable(str(value))}")
     return EXIT_OK
+
+
+def _param_text(name: str, p: dict[str, Any]) -> str:
+    """A parameter as ``opzoo info`` shows it: ``alpha=1.0 in [0, 10] (what it is)``, the range left
+    out where there is none (a Dim, a choice)."""
+    low, high = p.get("low"), p.get("high")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high))
+    bounded = numbers and (low, high) != (-math.inf, math.inf) and low != high
+    text = f"{name}={p.get('default')!r}" + (f" in [{low:g}, {high:g}]" if bounded else "")
+    return text + (f" ({p['doc']})" if p.get("doc") else "")
