@@ -13,7 +13,8 @@ from correct_ops import Spike as _Spike
 from wrong_ops import WRONG
 
 import opzoo
-from opzoo.testing import check_property
+from opzoo.testing import check_property, spec_of
+from opzoo.testing.checks._surrogate import HINT
 
 
 def _spike(**contract):
@@ -74,6 +75,39 @@ def test_without_its_surrogate_the_same_op_fails_gradient_with_the_hint():
     result = check_property(reg.info("spike"), "gradient", profile="ci")
     assert result.status == "fail" and "declare `surrogate=`" in result.reason, result.report()
     assert "the gradient is zero almost everywhere" in result.reason
+
+
+class OneHotArgmax(torch.autograd.Function):
+    """A row's one-hot argmax with a softmax's gradient as its backward (straight-through, as
+    Gumbel-softmax's hard sample has it), undeclared: piecewise constant along its dimension."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.softmax(x, -1)
+        ctx.save_for_backward(y)
+        return torch.nn.functional.one_hot(x.argmax(-1), x.shape[-1]).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return y * (g - (g * y).sum(-1, keepdim=True))
+
+
+def test_the_hint_looks_past_a_dimension_of_one_element():
+    """A shrunk counterexample of one element along the op's dimension is flat for any op of it (a
+    log-softmax over one element is 0): the hint is given where the forward is flat at the op's
+    fixed inputs too, whose dimensions have several elements (the one-hot argmax), and not where it
+    is not (a log-softmax whose backward sums over the wrong dimension, which a new user was told
+    might be meant as a surrogate)."""
+    from test_declare import LogSoftmaxLastDim
+
+    onehot = spec_of(OneHotArgmax, opzoo.Contract(signature="(n)->(n)"))
+    result = check_property(onehot, "gradient", profile="ci")
+    assert result.status == "fail" and HINT in result.reason, result.report()
+    wrong = spec_of(LogSoftmaxLastDim, opzoo.Contract(signature="(n)->(n)", params={"dim": opzoo.Dim()}))
+    result = check_property(wrong, "gradient", profile="ci")
+    assert result.status == "fail" and HINT not in result.reason, result.report()
+    assert result.example["inputs"][0]["shape"][-1] == 1  # shrunk to one element along it
 
 
 @pytest.mark.parametrize("name", ["wrong_sign", "wrong_part", "ignores_grad_output"])
