@@ -330,9 +330,14 @@ def _collect_checks(session: pytest.Session, config: pytest.Config, items: list[
     options = config.stash[CHECK_OPTIONS] = _run_options(config, CHECK)
     names = _named(config, session, items, "--opzoo")
     if config.getoption("opzoo") == "*":
-        for i, failure in enumerate(_registry(config).failures()):
-            label = failure.name or failure.source.entry_point or str(failure.source)
-            items.append(OpzooLoadItem.from_parent(session, name=f"load[{label}-{i}]", failure=str(failure)))
+        failures = _registry(config).failures()
+        labels = [f.name or f.source.entry_point or str(f.source) for f in failures]
+        seen: dict[str, int] = {}
+        for label, failure in zip(labels, failures):
+            # a label twice (one name in two dists) is told apart by its count, as pytest would
+            seen[label] = seen.get(label, -1) + 1
+            shown = f"{label}-{seen[label]}" if labels.count(label) > 1 else label
+            items.append(OpzooLoadItem.from_parent(session, name=f"load[{shown}]", failure=str(failure)))
     for name in names:
         for prop in options.properties:
             for device in options.devices:

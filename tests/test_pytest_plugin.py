@@ -46,3 +46,20 @@ def test_an_op_that_raises_any_base_exception_fails_its_item_as_check_fails_it(t
     for op, reason in ops.items():
         assert f"FAIL gradient[hostile_ops:{op}]: {reason}" in out.stdout
     assert out.stdout.splitlines()[-1].startswith("3 failed")
+
+
+def test_every_load_failure_is_one_test_named_by_its_plugin_entry(broken_plugin_path, tmp_path):
+    """Under a plain `--opzoo` each op or hook plugin that failed to load is one failing test named
+    by it, `load[crash]`, as `--opzoo=crash` names it (it was `load[crash-1]`: an index on every
+    id, needed only where one name fails twice)."""
+    out = run_pytest(
+        "--opzoo",
+        "--opzoo-property=accepts",
+        "--collect-only",
+        "-q",
+        env={"PYTHONPATH": broken_plugin_path},
+        cwd=tmp_path,
+    )
+    loads = [line for line in out.stdout.splitlines() if "load[" in line]
+    assert "::load[crash]" in loads and "::load[notafunction]" in loads, out.stdout[-3000:]
+    assert not any(line[:-1].rsplit("-", 1)[-1].isdigit() for line in loads), loads
