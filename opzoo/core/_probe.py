@@ -1,7 +1,8 @@
 """A plugin's first import, tried in a forked child with a time limit: what it would do to opzoo.
 
-Three processes: opzoo's, which asks; a supervisor (opzoo's own code only), which loads torch and
-all of opzoo (not the plugin's time), then forks the importer and waits for the importer's exit,
+Three processes: opzoo's, which asks, and loads torch and all of opzoo once before it forks (so that
+neither is the plugin's time, nor loaded again per plugin); a supervisor (opzoo's own code only),
+which forks the importer and waits for the importer's exit,
 never for a pipe's end (a plugin that forks a daemon at import would hold a pipe open); and the
 importer, which takes snapshots of torch's global state and of opzoo's own code, imports the
 plugin (and calls its hook), and writes what changed and which files the import loaded. The
