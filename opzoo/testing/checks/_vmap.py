@@ -46,9 +46,8 @@ def vmap_is_a_loop(op: Bound, xs: Tensors) -> None:
         what = f"vmap(op) differs from a loop over the batch{where(j, m, 'for output')}"
         close_scaled(batched[j], torch.stack([outs[j] for outs in loop]), what, one)
     batched_backward(op, xs)
-    leaves = tuple(x.detach().clone().requires_grad_() for x in xs)
-    ys = op.outputs(*leaves)
-    weights = tuple(tangent_ramp(y.detach(), k) for k, y in enumerate(ys))
+    # a ramp in each output's shape and dtype: the loop's first element is x itself, so its outputs'
+    weights = tuple(tangent_ramp(y, k) for k, y in enumerate(loop[0]))
 
     def total(*ts: torch.Tensor) -> torch.Tensor:
         return sum((o * w).sum() for o, w in zip(as_tuple(op(*ts)), weights))  # type: ignore[return-value]
