@@ -271,7 +271,8 @@ class LogSoftmaxLastDim(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, dim=-1):
-        y = torch.log_softmax(x, dim)
+        y = x - x.amax(dim, keepdim=True)  # raises on an empty dimension, as the new user's did
+        y = y - y.exp().sum(dim, keepdim=True).log()
         ctx.save_for_backward(y)
         return y
 

@@ -36,21 +36,8 @@ def test_an_op_taken_as_elementwise_is_told_to_declare_its_signature_first():
     """Undeclared, an op is taken as elementwise, with no dimension for min_sizes= to name: a
     log-softmax that rejects an empty last dimension is told to declare the dimension it works
     along (a new user was pointed at min_sizes= and had nothing to give it)."""
-    import torch
+    from test_declare import LogSoftmaxLastDim
 
-    class LogSoftmax(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, dim=-1):
-            y = x - x.amax(dim, keepdim=True)  # raises on an empty dimension
-            y = y - y.exp().sum(dim, keepdim=True).log()
-            ctx.save_for_backward(y)
-            return y
-
-        @staticmethod
-        def backward(ctx, g):
-            (y,) = ctx.saved_tensors
-            return g - y.exp() * g.sum(-1, keepdim=True), None
-
-    reason = _accepts(LogSoftmax)
+    reason = _accepts(LogSoftmaxLastDim)
     assert "declare its signature, the dimensions it works along (signature='(n)->(n)'" in reason, reason
     assert "`opzoo scan` infers one" in reason
