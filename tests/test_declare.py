@@ -311,6 +311,39 @@ def test_a_failure_at_a_moved_dim_shows_what_the_forward_got():
     assert _called(bind(spec, {"dim": 0}), (x,)).startswith("shape (3, 2), dim=0, values [[0.0, 3.0], ")
 
 
+class CumsumAlong(torch.autograd.Function):
+    """A cumulative sum along ``dim``; ``scale``: its gradient that many times too large where the
+    input came in non-contiguous (a backward that reads strides wrong)."""
+
+    scale = 1.0
+
+    @staticmethod
+    def forward(ctx, x, dim=-1):
+        ctx.dim, ctx.strided = dim, not x.is_contiguous()
+        return x.cumsum(dim)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        grad = g.flip(ctx.dim).cumsum(ctx.dim).flip(ctx.dim)
+        return grad * (cls.scale if ctx.strided else 1.0), None
+
+
+class CumsumWrongWhenStrided(CumsumAlong):
+    scale = 1.5
+
+
+def test_a_dim_op_gets_the_layout_checks_strided_inputs():
+    """The layout property's non-contiguous inputs reach an op with a Dim non-contiguous: moving the
+    core dimension into place made every one contiguous, and a backward wrong for a transposed
+    input passed every property (a new user's L2 norm; plain gradcheck on a transposed input fails
+    it). The correct op stays green."""
+    contract = opzoo.Contract(signature="(n)->(n)", params={"dim": Dim()})
+    wrong = check_property(spec_of(CumsumWrongWhenStrided, contract), "layout", profile="ci")
+    assert wrong.status == "fail" and "non-contiguous input" in wrong.reason, wrong.report()
+    right = check_property(spec_of(CumsumAlong, contract), "layout", profile="ci")
+    assert right.status == "pass", right.report()
+
+
 def test_assert_correct_raises_with_the_report():
     """assert_correct raises AssertionError carrying each failure's report and reproduce lines."""
     wrong = declare(up.SparsemaxSqueezed, SPARSEMAX.contract)

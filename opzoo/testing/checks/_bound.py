@@ -254,7 +254,11 @@ def _projected(kind: InputSet, x: torch.Tensor) -> torch.Tensor:
     if x.permute(order).is_contiguous():
         inverse = sorted(range(x.dim()), key=lambda d: order[d])
         return y.permute(order).contiguous().permute(inverse)
-    # the strided slice noncontiguous() makes: every other element of a buffer twice the size
+    return _strided(y)
+
+
+def _strided(y: torch.Tensor) -> torch.Tensor:
+    """``y`` as the strided slice noncontiguous() makes: every other element of a twice larger buffer."""
     return torch.stack((y, torch.zeros_like(y)), -1)[..., 0]
 
 
@@ -273,11 +277,15 @@ def _arranger(
         full = _interleave(xs, constants, n)
         if dim is None:
             return full
-        return tuple(
-            t.movedim(-1, dim).contiguous() if c and t is not None else t for t, c in zip(full, cored_in)
-        )
+        return tuple(_moved(t, dim) if c and t is not None else t for t, c in zip(full, cored_in))
 
     return arrange
+
+
+def _moved(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """``t``'s core dimension (last) moved to ``dim``, contiguous only where ``t`` is: ``layout``'s
+    strided inputs reach a Dim op strided (they came contiguous: a backward wrong there passed)."""
+    return t.movedim(-1, dim).contiguous() if t.is_contiguous() else _strided(t.movedim(-1, dim))
 
 
 def _back(out: Any, dim: int, cored: bool) -> Any:
