@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from opzoo.core._discover import CHANGED, ENDED, FAILED, HUNG, OK, discover, modules_of
 from opzoo.exceptions import OpZooError
@@ -173,6 +174,28 @@ def scanned():
     finally:
         sys.path.remove(TESTS)
     return report, before, after
+
+
+class NormAlong(torch.autograd.Function):
+    """An L2 norm along a ``dim`` the caller must give (no default), as a new user's was."""
+
+    @staticmethod
+    def forward(ctx, x, dim, keepdim=False):
+        return x.norm(dim=dim, keepdim=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise NotImplementedError  # never called: scan reads the forward's arguments first
+
+
+def test_a_dim_without_a_default_is_cannot_infer_with_what_to_declare():
+    """A required argument named dim is no tensor: "cannot infer", saying to declare it a Dim (it
+    was probed as a tensor: "sum(): argument 'dim' must be tuple of ints, not Tensor")."""
+    from opzoo.testing.scan._infer import infer
+
+    rec = infer("test_scan:NormAlong")
+    assert status_of(rec) == "cannot infer"
+    assert "forward takes 'dim' with no default" in rec.why and "{'dim': opzoo.Dim()}" in rec.why, rec.why
 
 
 def test_a_function_with_its_own_contract_is_checked_under_it(on_path):

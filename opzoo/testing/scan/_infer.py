@@ -115,6 +115,12 @@ class _Probe:
         required = [p for p in positional if p.default is p.empty]
         if not required:
             raise Cannot("forward takes no argument without a default: no tensor to probe")
+        dims = [p.name for p in required[1:] if p.name in DIM_NAMES]
+        if dims:
+            raise Cannot(
+                f"forward takes {dims[0]!r} with no default: scan would probe it as a tensor and cannot "
+                "choose its value; declare it (params={" + f"{dims[0]!r}: opzoo.Dim()" + "}, and a signature)"
+            )
         numbers = [p.name for p in required[1:] if p.annotation in NUMBER_TYPES]
         if numbers:
             raise Cannot(
