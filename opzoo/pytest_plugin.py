@@ -332,11 +332,10 @@ def _collect_checks(session: pytest.Session, config: pytest.Config, items: list[
     if config.getoption("opzoo") == "*":
         failures = _registry(config).failures()
         labels = [f.name or f.source.entry_point or str(f.source) for f in failures]
-        seen: dict[str, int] = {}
-        for label, failure in zip(labels, failures):
-            # a label twice (one name in two dists) is told apart by its count, as pytest would
-            seen[label] = seen.get(label, -1) + 1
-            shown = f"{label}-{seen[label]}" if labels.count(label) > 1 else label
+        twice = {label for label in labels if labels.count(label) > 1}
+        for i, (label, failure) in enumerate(zip(labels, failures)):
+            # a label twice (one name in two dists) is told apart by its place in the list
+            shown = f"{label}-{i}" if label in twice else label
             items.append(OpzooLoadItem.from_parent(session, name=f"load[{shown}]", failure=str(failure)))
     for name in names:
         for prop in options.properties:

@@ -212,3 +212,15 @@ def _none_where_optional(spec: OpSpec, xs: tuple[torch.Tensor, ...]) -> tuple[to
     """``xs`` with None for each optional Mask or Index: the forward takes that too."""
     kinds = spec.arguments.constants if spec.arguments is not None else {}
     return tuple(None if getattr(kinds.get(i), "optional", False) else x for i, x in enumerate(xs))
+
+
+def split(
+    spec: OpSpec, inputs: tuple[torch.Tensor, ...]
+) -> tuple[tuple[torch.Tensor, ...], dict[int, torch.Tensor]]:
+    """The op's inputs as a check takes them: the differentiable ones, and the others (targets,
+    masks) by their index, for :func:`~opzoo.testing.bind`'s ``constants``."""
+    kinds = spec.arguments.constants if spec.arguments is not None else {}
+    if not kinds:
+        return inputs, {}
+    xs = tuple(x for i, x in enumerate(inputs) if i not in kinds)
+    return xs, {i: inputs[i] for i in kinds if i < len(inputs)}

@@ -289,12 +289,10 @@ def _flat_at_fixed_inputs(op: Bound, device: torch.device) -> bool:
     """Whether the forward is locally constant at the op's fixed inputs too, whose dimensions are
     sizes of their own (not only 1): a counterexample shrunk to a dimension of one element can be
     flat where the op is not (a log-softmax over one element is 0)."""
-    from opzoo.testing._edges import fixed_inputs
+    from opzoo.testing._edges import fixed_inputs, split
 
-    kinds = op.spec.arguments.constants if op.spec.arguments is not None else {}
     for inputs in fixed_inputs(op.spec, str(device)):
-        xs = tuple(x for i, x in enumerate(inputs) if i not in kinds)
-        constants = {i: inputs[i] for i in kinds if i < len(inputs)}
+        xs, constants = split(op.spec, inputs)
         if not _locally_constant(bind(op.spec, op.params, constants=constants, device=device), xs):
             return False
     return True

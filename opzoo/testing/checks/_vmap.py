@@ -46,7 +46,7 @@ def vmap_is_a_loop(op: Bound, xs: Tensors) -> None:
         what = f"vmap(op) differs from a loop over the batch{where(j, m, 'for output')}"
         close_scaled(batched[j], torch.stack([outs[j] for outs in loop]), what, one)
     batched_backward(op, xs)
-    # a ramp in each output's shape and dtype: the loop's first element is x itself, so its outputs'
+    # a ramp in each output's shape and dtype, read off the loop's first outputs (those of x itself)
     weights = tuple(tangent_ramp(y, k) for k, y in enumerate(loop[0]))
 
     def total(*ts: torch.Tensor) -> torch.Tensor:

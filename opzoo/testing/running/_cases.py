@@ -23,6 +23,7 @@ from hypothesis.errors import Unsatisfiable
 
 from opzoo._records import Failure
 from opzoo.core._spec import OpSpec
+from opzoo.testing._edges import split
 from opzoo.testing.checks._bound import bind, rejects
 from opzoo.testing.running import _profiles
 from opzoo.testing.running._hooks import RunHooks
@@ -58,18 +59,6 @@ class Drawn:
 
     cases: list[Case] | None
     failures: list[Failure] = field(default_factory=list)
-
-
-def split(
-    spec: OpSpec, inputs: tuple[torch.Tensor, ...]
-) -> tuple[tuple[torch.Tensor, ...], dict[int, torch.Tensor]]:
-    """The op's inputs as a check takes them: the differentiable ones, and the others (targets,
-    masks) by their index, for :func:`~opzoo.testing.bind`'s ``constants``."""
-    kinds = spec.arguments.constants if spec.arguments is not None else {}
-    if not kinds:
-        return inputs, {}
-    xs = tuple(x for i, x in enumerate(inputs) if i not in kinds)
-    return xs, {i: inputs[i] for i in kinds if i < len(inputs)}
 
 
 def search(

@@ -14,11 +14,11 @@ from hypothesis.errors import HypothesisException
 
 from opzoo.core._spec import OpSpec
 from opzoo.exceptions import one_line
+from opzoo.testing._edges import split
 from opzoo.testing.checks._bound import Bound, PropertyFailed, PropertySkipped, bind, rejects
 from opzoo.testing.checks._steps import worst_rounding
 from opzoo.testing.properties import PROPERTIES, Property
 from opzoo.testing.running import _cases, _profiles
-from opzoo.testing.running._cases import split
 from opzoo.testing.running._hooks import Asked, RunHooks, hooks_of
 from opzoo.testing.running._options import OPTIONS
 from opzoo.testing.running._repeatable import (
