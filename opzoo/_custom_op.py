@@ -285,8 +285,9 @@ def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor], params: dict[st
     """Empty outputs of the shapes the signature gives for ``tensors`` at ``params`` (symbolic
     sizes welcome): the declared output sizes computed, the core dimension where a Dim puts it."""
     sig = spec.contract.sig
+    fixed = {j: getattr(torch, name) for j, name in spec.contract.output_dtypes.items()}
     if sig.elementwise:
-        return torch.empty_like(tensors[0])
+        return torch.empty_like(tensors[0], dtype=fixed.get(0))
     axis = spec.contract.axis
     at = params[axis] if axis is not None else None
     if at is not None:  # the op's layout: its last core dimension at `at` (Bound does the same)
@@ -316,12 +317,12 @@ def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor], params: dict[st
     for t in tensors[1:]:
         dtype = torch.promote_types(dtype, t.dtype)
     outs = []
-    for core in sig.outputs:
+    for j, core in enumerate(sig.outputs):
         shape = list(loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core))
         if at is not None and core:
             last = shape.pop()
             shape.insert(at if at >= 0 else len(shape) + 1 + at, last)
-        outs.append(tensors[0].new_empty(shape, dtype=dtype))
+        outs.append(tensors[0].new_empty(shape, dtype=fixed.get(j, dtype)))
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 

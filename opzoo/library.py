@@ -35,6 +35,7 @@ __all__ = ["NAMESPACE", "load", "op", "schema", "torch_name", "why_not"]
 @dataclass(frozen=True)
 class _Bridged:
     target: type
+    contract: Any  # what its fake kernel and schema were made from
     packet: Any  # torch._ops.OpOverloadPacket
     definition: Any  # torch._library.custom_ops.CustomOpDef: keeps the registrations alive
 
@@ -64,10 +65,11 @@ def op(name: str | OpSpec, *, registry: Registry | None = None) -> Any:
     tname = torch_name(spec.name)
     with _LOCK:
         done = _BRIDGED.get(tname)
-        if done is not None and done.target is spec.target:
+        if done is not None and done.target is spec.target and done.contract == spec.contract:
             return done.packet
-        # A class defined again under the same name (a re-run notebook cell) replaces its old self,
-        # as in Registry.register; any other class may not take a bridged name.
+        # A class defined again under the same name (a re-run notebook cell), or declared again with
+        # another contract (a test suite's second declare()), replaces its old self, as in
+        # Registry.register; any other class may not take a bridged name.
         if done is not None and _qualname(done.target) != _qualname(spec.target):
             raise LibraryError(
                 f"torch.ops.{NAMESPACE}.{tname} is already {_qualname(done.target)}; cannot bridge "
@@ -79,7 +81,7 @@ def op(name: str | OpSpec, *, registry: Registry | None = None) -> Any:
         except (RuntimeError, ValueError) as exc:  # torch.library refusing what opzoo let through
             raise LibraryError(f"op {spec.name!r} cannot be bridged: {one_line(exc)}") from exc
         packet = getattr(getattr(torch.ops, NAMESPACE), tname)
-        _BRIDGED[tname] = _Bridged(spec.target, packet, definition)
+        _BRIDGED[tname] = _Bridged(spec.target, spec.contract, packet, definition)
         return packet
 
 

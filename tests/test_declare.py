@@ -47,6 +47,13 @@ MASKED = declare(up.MaskedScale, signature="(),()->()", inputs={"valid": Mask()}
 WITH_SIGN = declare(up.ScaledWithSign, signature="()->(),()")
 WITH_CUBE = declare(up.DoubledWithCube, signature="()->(),()")
 SINE_SPIKE = declare(up.SineSpike, surrogate=up.SineSpike.primitive_function)
+TOP1 = declare(
+    up.Top1,
+    signature="(n)->(),()",
+    min_sizes={"n": 1},
+    output_dtypes={1: "int64"},  # the index, as torch.max's
+    reference=lambda x: torch.max(x, -1),
+)
 
 
 def test_declare_leaves_the_class_alone():
@@ -88,6 +95,9 @@ def test_the_forward_is_called_in_its_own_order():
         ({"signature": "(n)->(n)", "min_sizes": {"q": 1}}, "min_sizes names 'q'"),
         ({"signature": "(l)->(m)"}, "output_sizes="),
         ({"params": {"dim": Param("a", choices=("b", "c"))}}, "not among its choices"),
+        ({"signature": "(n)->(),()", "output_dtypes": {2: "int64"}}, "has outputs 0 to 1"),
+        ({"signature": "(n)->(),()", "output_dtypes": {1: "float32"}}, "not differentiated), got 'float32'"),
+        ({"output_dtypes": [0]}, "output_dtypes must map output positions"),
     ],
 )
 def test_declarations_that_do_not_fit_are_one_clear_error(fields, message):
@@ -192,6 +202,7 @@ def test_integer_targets_are_drawn_in_range_and_held_as_constants():
         MASKED,
         WITH_SIGN,
         WITH_CUBE,
+        TOP1,
     ],
     ids=lambda d: d.target.__name__,
 )
@@ -253,6 +264,31 @@ def test_correct_upstream_functions_pass_where_they_were_false_alarms(case):
     spec = spec_of(declared)
     op = bind(spec, spec.contract.bind(params))
     PROPERTIES[prop](op, *xs)  # raises PropertyFailed on a failure
+
+
+def test_an_integer_output_is_declared_by_its_dtype():
+    """A max's int64 index beside its values: declared (``output_dtypes``), it passes hygiene and
+    library; undeclared, each says how to declare it (the bridge's fake kernel, guessing the input's
+    dtype, failed opcheck) — in that order, in one process: the bridge made for one contract is not
+    reused for another of the same class. A wrong index is caught by the reference."""
+    declared, undeclared = (
+        spec_of(TOP1),
+        spec_of(declare(up.Top1, signature="(n)->(),()", min_sizes={"n": 1})),
+    )
+    assert {p: check_property(declared, p, profile="ci").status for p in ("hygiene", "library")} == {
+        "hygiene": "pass",
+        "library": "pass",
+    }
+    hygiene, library = (check_property(undeclared, p, profile="ci") for p in ("hygiene", "library"))
+    assert hygiene.status == library.status == "fail"
+    assert "output 1 dtype is torch.int64" in hygiene.reason
+    assert "declare output_dtypes={1: 'int64'}" in hygiene.reason
+    assert "unless the op declares output_dtypes={1: 'int64'}" in library.reason
+    fields = {k: getattr(TOP1.contract, k) for k in ("signature", "min_sizes", "reference")}
+    wrong = spec_of(declare(up.Top1WrongIndex, **fields, output_dtypes={1: torch.int64}))
+    assert wrong.contract.output_dtypes == {1: "int64"}  # a torch dtype is taken by its name
+    verdicts = {p: check_property(wrong, p, profile="ci").status for p in ("reference", "hygiene")}
+    assert verdicts == {"reference": "fail", "hygiene": "pass"}
 
 
 def test_a_squeeze_without_a_dim_is_caught_under_ci():

@@ -19,6 +19,8 @@ from opzoo.exceptions import ContractError, ParamError
 #: The dtypes opzoo knows how to test, by their torch name.
 KNOWN_DTYPES = ("float64", "float32", "bfloat16", "float16")
 DEFAULT_DTYPES = ("float64", "float32", "bfloat16")
+#: The dtypes an output may declare (``Contract.output_dtypes``): not differentiated, whatever the inputs'.
+OUTPUT_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "bool")
 #: The most dimensions a checked input has (``opzoo.testing._domain.MAX_RANK``).
 MAX_RANK = 5
 
@@ -78,6 +80,9 @@ class Contract:
     broadcast:       whether the inputs' loop dimensions broadcast (the default); ``False``: every
                      input has the same loop dimensions (an op that takes tensors of one shape).
     min_rank:        the fewest dimensions an input has in all (``1``: the op takes no 0-d tensor).
+    output_dtypes:   an output that is an integer or bool tensor whatever the inputs' dtype, by its
+                     position: ``{1: "int64"}`` for the indices a max returns beside its values.
+                     Every other output has the inputs' dtype. Such an output is not differentiated.
     """
 
     summary: str | None = None
@@ -100,6 +105,7 @@ class Contract:
     random: bool = False
     broadcast: bool = True
     min_rank: int = 0
+    output_dtypes: Mapping[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Frozen records should not share a mutable dict with their caller.
@@ -108,6 +114,9 @@ class Contract:
         if not callable(self.kinks):
             object.__setattr__(self, "kinks", MappingProxyType(dict(self.kinks)))
         object.__setattr__(self, "dtypes", tuple(str(d).removeprefix("torch.") for d in self.dtypes))
+        if isinstance(self.output_dtypes, Mapping):  # else validate() says what it must be
+            named = {k: str(v).removeprefix("torch.") for k, v in self.output_dtypes.items()}
+            object.__setattr__(self, "output_dtypes", MappingProxyType(named))
 
     @property
     def sig(self) -> Signature:
@@ -221,6 +230,7 @@ def validate(contract: Contract) -> None:
             raise ContractError(f"parameter {name!r} must be an opzoo.Param, got {p!r}")
         p.validate(name)
     _validate_shapes(contract)
+    _validate_output_dtypes(contract)
     unknown = [d for d in contract.dtypes if d not in KNOWN_DTYPES]
     if unknown or not contract.dtypes:
         raise ContractError(f"dtypes must be among {KNOWN_DTYPES}, got {contract.dtypes!r}")
@@ -334,6 +344,27 @@ def _validate_shapes(contract: Contract) -> None:
                 f"set; the signature is {sig}"
             )
         kind.validate(f"inputs[{key!r}]", dims)
+
+
+def _validate_output_dtypes(contract: Contract) -> None:
+    """``output_dtypes``: positions of the signature's outputs, each an integer or bool dtype."""
+    sig = contract.sig
+    if not isinstance(contract.output_dtypes, Mapping):
+        raise ContractError(
+            f'output_dtypes must map output positions to dtypes ({{1: "int64"}}), got '
+            f"{contract.output_dtypes!r}"
+        )
+    for j, dtype in contract.output_dtypes.items():
+        if not isinstance(j, int) or isinstance(j, bool) or not 0 <= j < len(sig.outputs):
+            raise ContractError(
+                f"output_dtypes names output {j!r}: the signature {sig} has outputs 0 to "
+                f"{len(sig.outputs) - 1}"
+            )
+        if dtype not in OUTPUT_DTYPES:
+            raise ContractError(
+                f"output_dtypes[{j}] must be one of {OUTPUT_DTYPES} (an output that is not differentiated), "
+                f"got {dtype!r}"
+            )
 
 
 def _call_with(fn: Callable[..., Any], known: Mapping[str, Any]) -> Any:

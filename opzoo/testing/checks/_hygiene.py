@@ -74,7 +74,7 @@ def hygiene(op: Bound, *xs: torch.Tensor) -> None:
                 raise PropertyFailed(f"{when} mutated its input{where(i, len(leaves), '')}")
 
     outs = op.outputs(*leaves)  # checks the count and shapes against the signature
-    _follows_the_input(outs, xs[0], "")
+    _follows_the_input(op, outs, xs[0], "")
     unchanged("forward")
     if any(s is not None and s.projects for s in op.sets):
         # the op saw projections of the leaves (copies): given the inputs themselves, once more
@@ -112,14 +112,34 @@ def hygiene(op: Bound, *xs: torch.Tensor) -> None:
             )
 
 
-def _follows_the_input(outs: tuple[torch.Tensor, ...], x: torch.Tensor, declared: str) -> None:
-    """PropertyFailed unless every output has the dtype and device of the input ``x``."""
+def _follows_the_input(op: Bound, outs: tuple[torch.Tensor, ...], x: torch.Tensor, declared: str) -> None:
+    """PropertyFailed unless every output has the device of the input ``x`` and its dtype, or the
+    dtype the op declares for it (``output_dtypes``)."""
+    fixed = op.spec.contract.output_dtypes
     for j, o in enumerate(outs):
-        for what, got, want in (("dtype", o.dtype, x.dtype), ("device", o.device, x.device)):
-            if got != want:
-                which = f" {j}" if len(outs) > 1 else ""
-                expected = f"expected {want} (the input's{declared})"
-                raise PropertyFailed(f"output{which} {what} is {got}, {expected}")
+        which = f" {j}" if len(outs) > 1 else ""
+        if j in fixed:
+            if o.dtype != getattr(torch, fixed[j]):
+                raise PropertyFailed(
+                    f"output{which} dtype is {o.dtype}, expected torch.{fixed[j]} (declared)"
+                )
+        elif o.dtype != x.dtype:
+            raise PropertyFailed(
+                f"output{which} dtype is {o.dtype}, expected {x.dtype} (the input's{declared})"
+                + _declare_hint(j, o.dtype)
+            )
+        if o.device != x.device:
+            raise PropertyFailed(
+                f"output{which} device is {o.device}, expected {x.device} (the input's{declared})"
+            )
+
+
+def _declare_hint(j: int, dtype: torch.dtype) -> str:
+    """How to declare an integer or bool output: indices, counts, a mask are outputs by design."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return ""
+    name = str(dtype).removeprefix("torch.")
+    return f"; if that is by design (indices, a mask), declare output_dtypes={{{j}: {name!r}}}"
 
 
 def _in_each_dtype(op: Bound, xs: tuple[torch.Tensor, ...]) -> None:
@@ -133,7 +153,7 @@ def _in_each_dtype(op: Bound, xs: tuple[torch.Tensor, ...]) -> None:
         lows = tuple(x.detach().to(dtype) for x in xs)
         with torch.no_grad():
             outs = op.cast(dtype).outputs(*lows)
-        _follows_the_input(outs, lows[0], f": the op declares {name}, and float64 keeps its dtype")
+        _follows_the_input(op, outs, lows[0], f": the op declares {name}, and float64 keeps its dtype")
 
 
 def accepts(op: Bound, *xs: torch.Tensor) -> None:

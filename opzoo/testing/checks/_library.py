@@ -75,8 +75,24 @@ def check_library(bound: Bound, inputs: tuple[torch.Tensor, ...], *, full: bool 
                 results |= _aot(bound, op, tensors, args)
             for test, outcome in results.items():
                 if outcome != "SUCCESS":
-                    raise PropertyFailed(f"opcheck {test} in {name}: {one_line(outcome, lines=2)}")
+                    hint = _undeclared_dtype(spec, op, tensors, args) if test == "test_faketensor" else ""
+                    raise PropertyFailed(f"opcheck {test} in {name}: {one_line(outcome, lines=2)}{hint}")
         _same_as_function(spec, params, op, tensors, args, name)
+
+
+def _undeclared_dtype(spec: OpSpec, op: Any, tensors: tuple[torch.Tensor, ...], args: tuple[Any, ...]) -> str:
+    """Why the fake kernel's dtype may be wrong: an integer or bool output the contract does not
+    declare (the fake kernel gives every other output the inputs' dtype); else nothing."""
+    with torch.no_grad():
+        out = op.default(*tensors, *args)
+    for j, o in enumerate(out if isinstance(out, (tuple, list)) else (out,)):
+        if not (o.is_floating_point() or o.is_complex()) and j not in spec.contract.output_dtypes:
+            name = str(o.dtype).removeprefix("torch.")
+            return (
+                f" (output {j} is {name}, and the bridge's fake kernel gives an output the inputs' dtype "
+                f"unless the op declares output_dtypes={{{j}: {name!r}}})"
+            )
+    return ""
 
 
 def _cheap(tests: tuple[str, ...]) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ import torch
 
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _budget, _kinks, _steps
-from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad_outputs, vjp
+from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, grad, grad_outputs, vjp
 from opzoo.testing.checks._compare import TOLERANCES, close, where
 from opzoo.testing.checks._reseed import reseeded
 from opzoo.testing.strategies import KINK_MARGIN
@@ -266,7 +266,7 @@ def _ref_vjp_in(
     outs = outs if isinstance(outs, tuple) else (outs,)
     if forward_only:
         return tuple(o.detach() for o in outs), ()
-    grads = torch.autograd.grad(outs, leaves, tuple(gs), allow_unused=True)
+    grads = grad(outs, leaves, gs)  # over its differentiable outputs (not a max's indices)
     return (
         tuple(o.detach() for o in outs),
         tuple(torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)),

@@ -178,8 +178,8 @@ class _Probe:
             self.rec.notes.append(f"refused or not finite outside {self.domain}: declared there")
         self._refuse_ambiguous()
         outs = self.call(self.xs)
-        if any(not o.is_floating_point() for o in outs):
-            raise Cannot(f"forward returns a {outs[0].dtype} output: declare its outputs")
+        if (j := next((j for j, o in enumerate(outs) if not o.is_floating_point()), None)) is not None:
+            raise Cannot(f"forward returns output {j} as {outs[j].dtype}: declare it (output_dtypes=)")
         if any(tuple(o.shape) != SHAPE for o in outs):
             shapes = sorted({tuple(o.shape) for o in outs})
             raise Cannot(f"outputs of shape {shapes} from inputs of shape {SHAPE}: declare its signature")
