@@ -291,6 +291,18 @@ def test_an_integer_output_is_declared_by_its_dtype():
     assert verdicts == {"reference": "fail", "hygiene": "pass"}
 
 
+def test_an_undeclared_multi_output_op_is_told_once():
+    """Undeclared, an op is elementwise with one output: one that returns two fails every property
+    alike, and the report says it once, the others named on one line (ten reports of the same
+    mismatch once; library's read "opcheck test_schema: Unable to cast (tensor, tensor)")."""
+    with pytest.raises(AssertionError) as raised:
+        assert_correct(up.Top1, properties="gradient,hygiene,library", devices=["cpu"])
+    text = str(raised.value)
+    assert text.count("the op returned 2 output(s), but its signature ()->() declares 1") == 1, text
+    assert "(the default: declare the op's)" in text
+    assert "FAIL hygiene[top1], library[top1]: the same failure as gradient[top1]" in text
+
+
 def test_a_squeeze_without_a_dim_is_caught_under_ci():
     """The (k, 1, n) bug of a published sparsemax: wrong only where another dimension has size 1,
     caught under the ci profile."""

@@ -20,6 +20,7 @@ from opzoo.cli._common import (
 from opzoo.exceptions import ConfigError, printable
 from opzoo.testing.properties import summaries
 from opzoo.testing.running._options import CHECK
+from opzoo.testing.running._result import reports
 
 
 def add_check(sub: Any) -> argparse.ArgumentParser:
@@ -114,9 +115,9 @@ def _report(
             print(f"note: {r.id}: {printable(note)}")
     for failure in broken:
         print(f"BROKEN {printable(str(failure))}")
-    for r in failed:
+    for text in reports(failed):
         print()
-        print(r.report())
+        print(text)
     passed = sum(r.status == "pass" for r in results)
     print(
         f"\n{passed} passed, {len(failed)} failed, {len(results) - passed - len(failed)} skipped"

@@ -111,9 +111,8 @@ class Bound:
         sig = self.spec.contract.sig
         if len(outs) != len(sig.outputs) or not all(isinstance(o, torch.Tensor) for o in outs):
             got = f"{len(outs)} output(s)" if isinstance(out, tuple) else type(out).__name__
-            raise PropertyFailed(
-                f"the op returned {got}, but its signature {sig} declares {len(sig.outputs)}"
-            )
+            n, hint = len(sig.outputs), " (the default: declare the op's)" if sig.elementwise else ""
+            raise PropertyFailed(f"the op returned {got}, but its signature {sig} declares {n}{hint}")
         full = self.full(*xs)
         if any(x is None for x in full):
             return outs  # an optional input left out: no shape of its to read the signature's from

@@ -75,6 +75,7 @@ def check_library(bound: Bound, inputs: tuple[torch.Tensor, ...], *, full: bool 
                 results |= _aot(bound, op, tensors, args)
             for test, outcome in results.items():
                 if outcome != "SUCCESS":
+                    bound.outputs(*inputs)  # outputs that do not fit the signature: that failure first
                     hint = _undeclared_dtype(spec, op, tensors, args) if test == "test_faketensor" else ""
                     raise PropertyFailed(f"opcheck {test} in {name}: {one_line(outcome, lines=2)}{hint}")
         _same_as_function(spec, params, op, tensors, args, name)

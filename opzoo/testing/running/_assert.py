@@ -7,7 +7,7 @@ from typing import Any, Iterable
 from opzoo.core._contract import Contract
 from opzoo.core._spec import spec_of
 from opzoo.testing.properties import parse_properties
-from opzoo.testing.running._result import Result
+from opzoo.testing.running._result import Result, reports
 from opzoo.testing.running._runner import DEVICES, check
 
 __all__ = ["assert_correct", "spec_of"]
@@ -37,5 +37,5 @@ def assert_correct(
     failed = [r for r in results if r.status == "fail"]
     if failed:
         head = f"{len(failed)} of {len(results)} opzoo check(s) of {spec.name} failed"
-        raise AssertionError("\n\n".join([head, *(r.report() for r in failed)]))
+        raise AssertionError("\n\n".join([head, *reports(failed)]))
     return results

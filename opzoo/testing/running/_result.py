@@ -8,7 +8,7 @@ from typing import Any
 
 from opzoo.exceptions import printable
 
-__all__ = ["HUNG", "Result", "result_id"]
+__all__ = ["HUNG", "Result", "reports", "result_id"]
 
 #: The reason of a check not run because an earlier one of its op hung.
 HUNG = "not run: the op hung"
@@ -80,6 +80,27 @@ class Result:
         if self.repro:
             lines.append("  reproduce: " + self.repro.replace("\n", "\n             "))
         return printable("\n".join(lines), lines=True)
+
+
+def reports(failed: list[Result]) -> list[str]:
+    """Each failure's report, but once for failures of one op on one device with the same reason (an
+    op that returns more outputs than its signature declares fails every property alike): the first's
+    report, then one line naming the others."""
+    first: dict[tuple[str, str, str], Result] = {}
+    same: dict[tuple[str, str, str], list[str]] = {}
+    for r in failed:
+        key = (r.op, r.device, r.reason)
+        if key in first:
+            same[key].append(r.id)
+        else:
+            first[key], same[key] = r, []
+    out = []
+    for key, r in first.items():
+        text = r.report()
+        if same[key]:
+            text += "\n" + printable(f"FAIL {', '.join(same[key])}: the same failure as {r.id}")
+        out.append(text)
+    return out
 
 
 def preview(values: Any, limit: int = 16) -> str:
