@@ -130,3 +130,38 @@ class WrongWithoutAMask(MaskedScale):
     def backward(ctx, grad):
         valid = ctx.valid
         return (3 * grad if valid is None else torch.where(valid, 2 * grad, torch.zeros_like(grad))), None
+
+
+class WeightedNLL(torch.autograd.Function):
+    """nll_loss of log-probabilities, an optional per-class ``weight`` (None: every class 1), as
+    torch's own takes it; ``reduction`` 'mean' (by the weights picked) or 'sum'."""
+
+    @staticmethod
+    def forward(ctx, logp, target, weight=None, reduction="mean"):
+        w = weight[target] if weight is not None else torch.ones_like(target, dtype=logp.dtype)
+        picked = logp.gather(1, target.unsqueeze(1)).squeeze(1)
+        denom = w.sum() if reduction == "mean" else torch.ones((), dtype=logp.dtype)
+        ctx.save_for_backward(target, w, denom)
+        ctx.shape = logp.shape
+        return -(w * picked).sum() / denom
+
+    @staticmethod
+    def backward(ctx, grad):
+        target, w, denom = ctx.saved_tensors
+        g = torch.zeros(ctx.shape, dtype=grad.dtype, device=grad.device)
+        return g.scatter(1, target.unsqueeze(1), (-w * grad / denom).unsqueeze(1)), None, None, None
+
+
+class WeightIgnored(WeightedNLL):
+    """WeightedNLL whose backward forgets the weight: right only where none is given."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        target, w, denom = ctx.saved_tensors
+        g = torch.zeros(ctx.shape, dtype=grad.dtype, device=grad.device)
+        return (
+            g.scatter(1, target.unsqueeze(1), (-grad / denom).expand(w.shape).unsqueeze(1)),
+            None,
+            None,
+            None,
+        )

@@ -136,6 +136,42 @@ def test_an_optional_mask_is_checked_given_and_not():
     assert not _failed(given_only, ["gradient"])
 
 
+WEIGHTED_NLL = {
+    "signature": "(n,c),(n),(c)->()",
+    "loop_dims": 0,
+    "min_sizes": {"n": 1, "c": 1},
+    "inputs": {"target": opzoo.Index(high="c"), "weight": Floats(0.1, 2.0, grad=False, optional=True)},
+    "params": {"reduction": opzoo.Param("mean", choices=("mean", "sum"))},
+    "reference": lambda logp, target, weight, reduction: torch.nn.functional.nll_loss(
+        logp, target, weight=weight, reduction=reduction
+    ),
+}
+
+
+def test_an_optional_float_input_is_checked_given_and_not():
+    """Floats(grad=False, optional=True): a loss's ``weight=None`` drawn None and as a tensor; the
+    correct loss green in every property (its reference, torch's nll_loss, refuses a float64 weight
+    beside float32 input: the constant follows the dtype for the reference as for the op), the one
+    whose backward forgets the weight red. Differentiated, an optional input is refused."""
+    spec = spec_of(opzoo.declare(so.WeightedNLL, **WEIGHTED_NLL))
+    seen = set()
+
+    @settings(max_examples=40, derandomize=True, database=None, deadline=None)
+    @given(case=cases(spec))
+    def run(case):
+        seen.add(case[1][2] is None)
+
+    run()
+    assert seen == {True, False}
+    results = assert_correct(opzoo.declare(so.WeightedNLL, **WEIGHTED_NLL), devices=["cpu"])
+    assert {r.prop: r.status for r in results}["reference"] == "pass"
+    assert "gradient" in _failed(opzoo.declare(so.WeightIgnored, **WEIGHTED_NLL), ["gradient"])
+    with pytest.raises(opzoo.ContractError, match="optional=True is for an input that is not differentiated"):
+        spec_of(
+            opzoo.declare(so.WeightedNLL, **{**WEIGHTED_NLL, "inputs": {"weight": Floats(optional=True)}})
+        )
+
+
 def test_a_failure_on_a_missing_input_repeats_with_none():
     """A failure's example shows the optional input as None, and its reproduce line passes None."""
     optional = {"signature": "(),()->()", "inputs": {"valid": Mask(optional=True)}}

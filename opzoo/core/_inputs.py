@@ -89,13 +89,22 @@ def interval(low: float, high: float, margin: float, box: float) -> tuple[float,
 
 @dataclass(frozen=True)
 class Floats(InputSet):
-    """Floats in the interval ``[low, high]`` (kept a margin inside a finite end); any by default."""
+    """Floats in the interval ``[low, high]`` (kept a margin inside a finite end); any by default.
+    ``optional`` (with ``grad=False``): the forward also takes None there (a loss's ``weight=None``),
+    and both are checked."""
 
     low: float = -math.inf
     high: float = math.inf
     grad: bool = field(default=True, kw_only=True)
+    optional: bool = field(default=False, kw_only=True)
 
     def validate(self, where: str, dims: set[str]) -> None:
+        if not isinstance(self.optional, bool) or (self.optional and self.grad):
+            raise ContractError(
+                f"{where}: optional=True is for an input that is not differentiated (grad=False: a "
+                f"constant of the checks, None or a tensor), got optional={self.optional!r}, "
+                f"grad={self.grad!r}"
+            )
         try:
             ok = float(self.low) < float(self.high)
         except (TypeError, ValueError):

@@ -172,7 +172,7 @@ def in_sets(spec: OpSpec, xs: list[torch.Tensor], box: float) -> list[torch.Tens
         return list(xs)
     sets, out = spec.arguments.sets, list(xs)
     for i, kind in sets.items():
-        if not (isinstance(kind, Drawn) and kind.map is None):  # a strategy's draw is taken as it is
+        if xs[i] is not None and not (isinstance(kind, Drawn) and kind.map is None):  # a strategy's: as it is
             out[i] = kind.draw(xs[i].to(torch.float64), box)
     for i, j in spec.arguments.inverses.items():
         out[i] = cast(Permutation, sets[i]).inverse(out[j])
@@ -209,7 +209,8 @@ def _optional(spec: OpSpec) -> bool:
 
 
 def _none_where_optional(spec: OpSpec, xs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor | None, ...]:
-    """``xs`` with None for each optional Mask or Index: the forward takes that too."""
+    """``xs`` with None for each optional input (a Mask, an Index, constant Floats): the forward
+    takes that too."""
     kinds = spec.arguments.constants if spec.arguments is not None else {}
     return tuple(None if getattr(kinds.get(i), "optional", False) else x for i, x in enumerate(xs))
 

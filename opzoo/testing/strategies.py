@@ -224,6 +224,8 @@ def signature_inputs(
         if key not in by_shape:
             if i in sets:
                 by_shape[key] = _free(sets[i], shape, device)
+                if getattr(sets[i], "optional", False):  # Floats(grad=False, optional=True)
+                    by_shape[key] = st.one_of(st.none(), by_shape[key])  # shrinks to None
             elif kind is None:
                 by_shape[key] = tensors(dtype=dtype, shape=shape, device=device)
             else:
@@ -233,7 +235,10 @@ def signature_inputs(
     def finish(xs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         # The free values of each input in a set, scaled, mapped into it; floats in the check's dtype.
         out = in_sets(spec, list(xs), BOX)
-        return tuple(x.to(dtype) if i in sets and x.is_floating_point() else x for i, x in enumerate(out))
+        return tuple(
+            x.to(dtype) if i in sets and x is not None and x.is_floating_point() else x
+            for i, x in enumerate(out)
+        )
 
     return _signature_tensors(plan, sig.inputs, tensor_of).map(finish)
 

@@ -36,6 +36,9 @@ def _in_dtype(
     dtype = getattr(torch, name)
     lows = tuple(x.to(dtype) for x in xs)
     lop = op if dtype == torch.float64 else op.cast(dtype)
+    ref_low = ref
+    if lop is not op and op.module is None:  # float constants in the dtype: the reference takes them so
+        ref, ref_low = reference_of(lop.cast(torch.float64)), reference_of(lop)
     outs, grads = vjp(lop, lows)
     gs = grad_outputs(outs)
     # a surrogate's or a by-design backward: not the reference's gradient (gradient checks it)
@@ -44,7 +47,7 @@ def _in_dtype(
     want, want_grads = _ref_vjp(ref, x64, g64, forward_only=surrogate)
     par = par_grads = (None,) * max(len(outs), len(xs))
     if dtype != torch.float64:
-        par, par_grads = _ref_vjp(ref, lows, gs, forward_only=surrogate, notes=op.notes)
+        par, par_grads = _ref_vjp(ref_low, lows, gs, forward_only=surrogate, notes=op.notes)
         par_grads = par_grads or (None,) * len(xs)
     x0 = lows[0] if len(lows) == 1 else None
     held = _holder(dtype, not op.spec.contract.sig.elementwise, gs, op.notes)
@@ -62,7 +65,7 @@ def _in_dtype(
     try:
         compare(grads, want_grads, par_grads, steps)
     except PropertyFailed:
-        if not _compared_off_the_kinks(op, ref, lop, dtype, xs, lows, gs, compare):
+        if not _compared_off_the_kinks(op, (ref, ref_low), lop, dtype, xs, lows, gs, compare):
             raise
 
 
@@ -179,7 +182,7 @@ def _gradients_held(
 
 def _compared_off_the_kinks(
     op: Bound,
-    ref: Callable[..., object],
+    refs: tuple[Callable[..., object], Callable[..., object]],
     lop: Bound,
     dtype: torch.dtype,
     xs: Tensors,
@@ -189,8 +192,9 @@ def _compared_off_the_kinks(
 ) -> bool:
     """Where the op is not differentiable, it and the reference may each pick another valid
     generalised gradient (a tie split evenly, or given to one input): the gradients compared with
-    only the other output elements weighted. False where the op is smooth (nothing to leave out)."""
-    x64, g64 = tuple(x.double() for x in lows), [g.double() for g in gs]
+    only the other output elements weighted. False where the op is smooth (nothing to leave out).
+    ``refs``: the reference for float64 inputs and for inputs in ``dtype``."""
+    (ref, ref_low), x64, g64 = refs, tuple(x.double() for x in lows), [g.double() for g in gs]
     smooth = _kinks.smooth_rows(op, x64, op.notes, diagonal=_kinks.diagonal(op, xs))
     if smooth is None:
         return False
@@ -201,7 +205,7 @@ def _compared_off_the_kinks(
     grads = vjp(lop, lows, kept(gs))[1]
     want_grads = _ref_vjp(ref, x64, kept(g64))[1]
     par_grads = (
-        _ref_vjp(ref, lows, kept(gs), notes=op.notes)[1] if dtype != torch.float64 else (None,) * len(xs)
+        _ref_vjp(ref_low, lows, kept(gs), notes=op.notes)[1] if dtype != torch.float64 else (None,) * len(xs)
     )
     reached = _kinks.reached(smooth, [lambda w: vjp(lop, lows, w)[1], lambda w: _ref_vjp(ref, x64, w)[1]], gs)
     grads, want_grads = _kinks.unjudged(grads, want_grads, reached)
