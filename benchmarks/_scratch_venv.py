@@ -37,8 +37,13 @@ def ensure(path: Path, pinned: Sequence[str], *, log: bool = True) -> Path:
         return python
     if log:
         print(f"setting up the scratch venv {path} ({len(pinned)} pinned packages)", file=sys.stderr)
-    if not python.exists():
-        venv.EnvBuilder(with_pip=True).create(path)
+    has_pip = (
+        python.exists()
+        and not subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True).returncode
+    )
+    if not has_pip:
+        # missing, or half made (a run interrupted while ensurepip ran left one without pip): afresh
+        venv.EnvBuilder(with_pip=True, clear=True).create(path)
 
     def pip(*args: str) -> None:
         subprocess.run(
