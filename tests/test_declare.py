@@ -275,6 +275,7 @@ def test_an_integer_output_is_declared_by_its_dtype():
         spec_of(TOP1),
         spec_of(declare(up.Top1, signature="(n)->(),()", min_sizes={"n": 1})),
     )
+    assert declared.to_dict()["output_dtypes"] == {"1": "int64"}  # what opzoo info shows
     assert {p: check_property(declared, p, profile="ci").status for p in ("hygiene", "library")} == {
         "hygiene": "pass",
         "library": "pass",

@@ -98,6 +98,9 @@ class OpSpec:
             "surrogate": _describe(c.surrogate),
             "double_backward": c.double_backward,
             "dtypes": list(c.dtypes),
+            "loop_dims": c.loop_dims,
+            "min_sizes": dict(c.min_sizes),
+            "output_dtypes": {str(j): name for j, name in c.output_dtypes.items()},
             "formula": c.formula,
             "derivative": c.derivative,
         }
