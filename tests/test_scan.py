@@ -293,3 +293,25 @@ def test_probing_runs_under_the_time_limit(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     rec = infer_task(_Target("hangop:Op"), "infer", timeout=1)
     assert rec.timed_out and rec.why == "probing it ran past 1 s: it hung?"
+
+
+def test_a_reduction_is_told_the_signature_it_likely_has():
+    """Outputs of another shape stop scan (a guess is no declaration), but a reduction's message
+    asks about the signature it likely has: along the last dimension (with its dim argument), one
+    that keeps it, one of every element at a fixed rank; other shapes only say to declare one."""
+    from opzoo.testing.scan._record import signature_hint
+
+    def hint(*shapes, tensors=("x",), params=None):
+        rec = Inferred("m:F", tensors=tensors, params=params or {})
+        return signature_hint([torch.empty(s) for s in shapes], rec, (3, 4))
+
+    along = hint((3,), params={"dim": ("dim", -1), "keepdim": ("flag", False)})
+    assert along == (
+        "outputs of shape [(3,)] from inputs of shape (3, 4): declare its signature (a reduction along "
+        "the last dimension? signature='(n)->()', params={'dim': opzoo.Dim()})"
+    )
+    assert hint((3, 1)).endswith("signature='(n)->(1)')")
+    assert hint((), tensors=("x", "y")).endswith("signature='(n,m),(n,m)->()', loop_dims=0)")
+    assert "signature='(n)->(),()'" in hint((3,), (3,))
+    assert hint((3, 3)) == "outputs of shape [(3, 3)] from inputs of shape (3, 4): declare its signature"
+    assert hint((3,), (3, 1)).endswith("declare its signature")

@@ -28,7 +28,7 @@ from opzoo.core._discover import form_of
 from opzoo.core._spec import import_path
 from opzoo.exceptions import one_line
 from opzoo.testing.running._signals import PropertyTimeout, time_limit
-from opzoo.testing.scan._record import Inferred
+from opzoo.testing.scan._record import Inferred, signature_hint
 
 __all__ = ["Cannot", "infer", "infer_task"]
 
@@ -181,8 +181,7 @@ class _Probe:
         if (j := next((j for j, o in enumerate(outs) if not o.is_floating_point()), None)) is not None:
             raise Cannot(f"forward returns output {j} as {outs[j].dtype}: declare it (output_dtypes=)")
         if any(tuple(o.shape) != SHAPE for o in outs):
-            shapes = sorted({tuple(o.shape) for o in outs})
-            raise Cannot(f"outputs of shape {shapes} from inputs of shape {SHAPE}: declare its signature")
+            raise Cannot(signature_hint(outs, self.rec, SHAPE))
 
     def _refuse_ambiguous(self) -> None:
         """Rule 3: a later argument the forward also takes as a number is a tensor or a param."""

@@ -17,7 +17,7 @@ from opzoo.core._inputs import Floats
 from opzoo.core._params import Dim, Param
 from opzoo.core._signature import ELEMENTWISE
 
-__all__ = ["Inferred", "declaration", "declaration_text", "status_of"]
+__all__ = ["Inferred", "declaration", "declaration_text", "signature_hint", "status_of"]
 
 INFERRED, NOT_CHECKED, CANNOT = "inferred", "inferred, gradient not checked", "cannot infer"
 #: A Function whose class carries its own ``opzoo_contract``: checked under it, nothing inferred.
@@ -157,3 +157,24 @@ def declaration_text(rec: Inferred) -> str:
     module, _, qualname = rec.path.partition(":")
     lines = [p if p.startswith("params=") else p + "," for p in parts]
     return f"opzoo.declare(\n    {module}.{qualname},\n" + "".join(f"    {line}\n" for line in lines) + ")"
+
+
+def signature_hint(outs: Any, rec: Inferred, shape: tuple[int, int]) -> str:
+    """Why scan stops at outputs of another shape than its 2-d inputs of ``shape``, and what to
+    declare: the signature a reduction over the last dimension (``shape[:1]``), one that keeps it
+    (``(shape[0], 1)``) or one of every element (``()``) would have, as a question (scan does not
+    check a guess)."""
+    shapes = sorted({tuple(o.shape) for o in outs})
+    why = f"outputs of shape {shapes} from inputs of shape {shape}: declare its signature"
+    cores = {shape[:1]: ("(n)", "()"), (shape[0], 1): ("(n)", "(1)"), (): ("(n,m)", "()")}
+    found = {cores.get(shape) for shape in shapes}
+    if len(found) != 1 or None in found:
+        return why
+    ((inputs, output),) = found
+    guess = f"{','.join([inputs] * len(rec.tensors))}->{','.join([output] * len(outs))}"
+    if inputs == "(n,m)":
+        return f"{why} (a reduction of every element? signature={guess!r}, loop_dims=0)"
+    dim = next(
+        (f", params={{{n!r}: opzoo.Dim()}}" for n, (kind, _) in rec.params.items() if kind == "dim"), ""
+    )
+    return f"{why} (a reduction along the last dimension? signature={guess!r}{dim})"
