@@ -40,11 +40,14 @@ PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 def schema(spec: OpSpec) -> str:
     """The torch.library schema of ``spec``: ``(Tensor x, float alpha=1.0) -> Tensor``. Every tensor
-    input first (targets and masks too), then each param with its declared default: ``float``,
-    ``int``, ``bool``, ``str``, ``int[]``/``float[]`` for a tuple, ``float?``/``int?`` for an optional
-    one."""
+    input first (targets and masks too; ``Tensor?`` for an optional one), then each param with its
+    declared default: ``float``, ``int``, ``bool``, ``str``, ``int[]``/``float[]`` for a tuple,
+    ``float?``/``int?`` for an optional one."""
     names = _tensor_names(spec)
-    args = [f"Tensor {n}" for n in names]
+    kinds = spec.arguments.constants if spec.arguments is not None else {}
+    args = [
+        f"Tensor{'?' if getattr(kinds.get(i), 'optional', False) else ''} {n}" for i, n in enumerate(names)
+    ]
     for pname, p in spec.contract.params.items():
         args.append(f"{_schema_type(spec, pname, p)} {pname}={_schema_default(spec, pname, p.default)}")
     outs = len(spec.contract.sig.outputs)
@@ -291,10 +294,12 @@ def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor], params: dict[st
     axis = spec.contract.axis
     at = params[axis] if axis is not None else None
     if at is not None:  # the op's layout: its last core dimension at `at` (Bound does the same)
-        tensors = [t.movedim(at, -1) if core else t for t, core in zip(tensors, sig.inputs)]
+        tensors = [t.movedim(at, -1) if core and t is not None else t for t, core in zip(tensors, sig.inputs)]
     sizes: dict[str, Any] = {}
     loops = []
     for i, (t, core) in enumerate(zip(tensors, sig.inputs)):
+        if t is None:  # an optional input not given: the others give the sizes
+            continue
         torch._check(
             t.dim() >= len(core),
             lambda i=i, t=t, core=core: (
@@ -315,7 +320,7 @@ def _fake_outputs(spec: OpSpec, tensors: Sequence[torch.Tensor], params: dict[st
     loop = tuple(torch.broadcast_shapes(*loops)) if loops else ()
     dtype = tensors[0].dtype
     for t in tensors[1:]:
-        dtype = torch.promote_types(dtype, t.dtype)
+        dtype = dtype if t is None else torch.promote_types(dtype, t.dtype)
     outs = []
     for j, core in enumerate(sig.outputs):
         shape = list(loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core))

@@ -29,7 +29,7 @@ from opzoo.core import _recording
 from opzoo.core._registry import OpSpec, Registry
 from opzoo.exceptions import LibraryError, one_line
 
-__all__ = ["NAMESPACE", "load", "op", "schema", "torch_name", "why_not"]
+__all__ = ["NAMESPACE", "load", "op", "schema", "taken", "torch_name", "why_not"]
 
 
 @dataclass(frozen=True)
@@ -114,13 +114,6 @@ def why_not(spec: OpSpec) -> str | None:
         return dirty(spec)
     if getattr(spec.target, "backward", None) is torch.autograd.Function.backward:
         return f"op {spec.name!r} defines vjp, not backward; name it backward to bridge it"
-    kinds = spec.arguments.constants if spec.arguments is not None else {}
-    optional = next(
-        (spec.arguments.names[i] for i, k in kinds.items() if getattr(k, "optional", False)), None
-    )
-    if optional is not None and spec.arguments is not None:
-        # the bridge writes no `Tensor?` schema yet
-        return f"op {spec.name!r} takes an optional input ({optional!r}, None or a tensor); it is not bridged"
     try:
         schema(spec)
     except LibraryError as exc:  # a param no schema can hold (a callable), a default it cannot write
@@ -141,6 +134,15 @@ def _refuse_unbridgeable(spec: OpSpec) -> None:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+def taken(spec: OpSpec) -> str | None:
+    """The class (``module.qualname``) that another class bridged in this process holds ``spec``'s
+    torch name with, or None: :func:`op` refuses ``spec`` under that name then."""
+    done = _BRIDGED.get(torch_name(spec.name))
+    if done is None or _qualname(done.target) == _qualname(spec.target):
+        return None
+    return _qualname(done.target)
 
 
 def _qualname(target: type) -> str:

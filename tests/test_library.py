@@ -1058,3 +1058,55 @@ def test_export_of_a_learnable_activation_keeps_its_trained_parameter(tmp_path):
             want = torch.relu(h).mm(w2)
         assert torch.equal(torch.export.load(tmp_path / "n.pt2").module()(x), want)
         assert not any(str(n.target).startswith("opzoo.") for n in program.graph.nodes)
+
+
+def test_an_optional_input_is_bridged_as_an_optional_tensor():
+    """A loss's ``weight=None`` (Floats(grad=False, optional=True)) is ``Tensor? weight`` in the
+    schema: the bridged op equals apply with and without it, gradients too, and torch.export keeps
+    the None (it was not bridged: 'takes an optional input')."""
+    import shape_ops as so
+    from test_shapes import WEIGHTED_NLL
+
+    spec = opzoo.testing.spec_of(opzoo.declare(so.WeightedNLL, **WEIGHTED_NLL), name="lib_weighted_nll")
+    assert library.why_not(spec) is None
+    assert (
+        library.schema(spec) == "(Tensor logp, Tensor target, Tensor? weight, str reduction='mean') -> Tensor"
+    )
+    op = library.op(spec)
+    logp = torch.randn(4, 3, dtype=torch.float64).log_softmax(-1).requires_grad_()
+    target, weight = torch.tensor([0, 2, 1, 2]), torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    for w in (None, weight):
+        got, want = op(logp, target, w), so.WeightedNLL.apply(logp, target, w)
+        assert torch.equal(got, want)
+        assert torch.equal(torch.autograd.grad(got, logp)[0], torch.autograd.grad(want, logp)[0])
+
+    class Loss(torch.nn.Module):
+        def forward(self, logp, target):
+            return op(logp, target, None, "sum")
+
+    program = torch.export.export(Loss(), (logp.detach(), target))
+    assert torch.equal(
+        program.module()(logp.detach(), target), so.WeightedNLL.apply(logp.detach(), target, None, "sum")
+    )
+
+
+def test_two_classes_of_one_name_are_both_checked_in_one_process():
+    """Two test files' ``MaskedScale``s checked by assert_correct in one process: the library check
+    bridges the second under a name of its own (it failed: 'torch.ops.opzoo.maskedscale is already
+    shape_ops.MaskedScale', a red from opzoo's one namespace), and opzoo.library.op still refuses."""
+    import shape_ops as so
+    import upstream_ops as up
+
+    from opzoo.testing import check_property
+
+    specs = [
+        opzoo.testing.spec_of(opzoo.declare(cls, signature="(),()->()", inputs={"valid": opzoo.Mask()}))
+        for cls in (so.MaskedScale, up.MaskedScale)
+    ]
+    assert specs[0].name == specs[1].name == "maskedscale"
+    assert [check_property(s, "library", profile="ci", examples=5).status for s in specs] == ["pass", "pass"]
+    # whichever holds the name (an earlier test in this process may have bridged either), the other
+    # is refused by opzoo.library.op
+    (refused,) = [s for s in specs if library.taken(s)]
+    with pytest.raises(opzoo.LibraryError, match=f"already {library.taken(refused)}"):
+        library.op(refused)
