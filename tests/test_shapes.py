@@ -111,6 +111,19 @@ def test_a_float_constant_follows_the_checks_dtype():
     assert all(c.dtype == torch.bfloat16 for c in cast.constants.values()) and cast.notes is op.notes
 
 
+def _drawn_given_and_not(spec, i):
+    """Whether the draws give input ``i`` as None and as a tensor."""
+    seen = set()
+
+    @settings(max_examples=40, derandomize=True, database=None, deadline=None)
+    @given(case=cases(spec))
+    def run(case):
+        seen.add(case[1][i] is None)
+
+    run()
+    return seen == {True, False}
+
+
 def test_an_optional_mask_is_checked_given_and_not():
     """Mask(optional=True): drawn None (where shrinking goes) and a mask; the first fixed input and
     the even edge inputs give None. A correct op green; one whose backward ignores a given mask red;
@@ -119,15 +132,7 @@ def test_an_optional_mask_is_checked_given_and_not():
     spec = spec_of(opzoo.declare(so.MaskedScale, **optional))
     assert fixed_inputs(spec, "cpu")[0][1] is None and fixed_inputs(spec, "cpu")[1][1] is not None
     assert edge_inputs(spec, "cpu")[0][1] is None and edge_inputs(spec, "cpu")[1][1] is not None
-    seen = set()
-
-    @settings(max_examples=40, derandomize=True, database=None, deadline=None)
-    @given(case=cases(spec))
-    def run(case):
-        seen.add(case[1][1] is None)
-
-    run()
-    assert seen == {True, False}
+    assert _drawn_given_and_not(spec, 1)
     results = assert_correct(opzoo.declare(so.MaskedScale, **optional), devices=["cpu"])
     assert {r.prop: r.status for r in results}["library"] == "pass"  # bridged with a Tensor? input
     assert "gradient" in _failed(opzoo.declare(so.IgnoresTheMask, **optional), ["gradient"])
@@ -154,21 +159,10 @@ def test_an_optional_float_input_is_checked_given_and_not():
     beside float32 input: the constant follows the dtype for the reference as for the op), the one
     whose backward forgets the weight red. Differentiated, an optional input is refused."""
     spec = spec_of(opzoo.declare(so.WeightedNLL, **WEIGHTED_NLL))
-    seen = set()
-
-    @settings(max_examples=40, derandomize=True, database=None, deadline=None)
-    @given(case=cases(spec))
-    def run(case):
-        seen.add(case[1][2] is None)
-
-    run()
-    assert seen == {True, False}
+    assert _drawn_given_and_not(spec, 2)
     results = assert_correct(opzoo.declare(so.WeightedNLL, **WEIGHTED_NLL), devices=["cpu"])
-    assert (
-        {r.prop: r.status for r in results}["reference"]
-        == {r.prop: r.status for r in results}["library"]
-        == "pass"
-    )
+    verdicts = {r.prop: r.status for r in results}
+    assert verdicts["reference"] == verdicts["library"] == "pass"
     assert "gradient" in _failed(opzoo.declare(so.WeightIgnored, **WEIGHTED_NLL), ["gradient"])
     with pytest.raises(opzoo.ContractError, match="optional=True is for an input that is not differentiated"):
         spec_of(
