@@ -224,8 +224,6 @@ def signature_inputs(
         if key not in by_shape:
             if i in sets:
                 by_shape[key] = _free(sets[i], shape, device)
-                if getattr(sets[i], "optional", False):  # Floats(grad=False, optional=True)
-                    by_shape[key] = st.one_of(st.none(), by_shape[key])  # shrinks to None
             elif kind is None:
                 by_shape[key] = tensors(dtype=dtype, shape=shape, device=device)
             else:
@@ -235,10 +233,8 @@ def signature_inputs(
     def finish(xs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         # The free values of each input in a set, scaled, mapped into it; floats in the check's dtype.
         out = in_sets(spec, list(xs), BOX)
-        return tuple(
-            x.to(dtype) if i in sets and x is not None and x.is_floating_point() else x
-            for i, x in enumerate(out)
-        )
+        floats = {i for i, x in enumerate(out) if i in sets and x is not None and x.is_floating_point()}
+        return tuple(x.to(dtype) if i in floats else x for i, x in enumerate(out))
 
     return _signature_tensors(plan, sig.inputs, tensor_of).map(finish)
 
@@ -251,9 +247,11 @@ def _mapped(kind: InputSet | None) -> bool:
 def _free(
     kind: InputSet, shape: tuple[int, ...], device: str | torch.device
 ) -> st.SearchStrategy[torch.Tensor]:
-    """The free float64 values an input in a set is mapped from; or the user's strategy's tensors."""
+    """The free float64 values an input in a set is mapped from (or None, shrunk to, for an optional
+    one: ``Floats(grad=False, optional=True)``); or the user's strategy's tensors."""
     if _mapped(kind):
-        return tensors(shape=shape, device=device)
+        free = tensors(shape=shape, device=device)
+        return st.one_of(st.none(), free) if getattr(kind, "optional", False) else free
     strategy = cast(Callable[[tuple[int, ...]], st.SearchStrategy[Any]], cast(Drawn, kind).strategy)
     return strategy(shape).map(lambda t: torch.as_tensor(t).to(device))
 
