@@ -170,3 +170,26 @@ def test_the_child_reads_the_summary_and_the_workers_resolve_the_rest(tmp_path, 
     assert settled(control).target.__qualname__ == "Twice~identity" and settled(spec).kind == "function"
     assert len((tmp_path / "marks").read_text().splitlines()) == 2  # now here, once
     del sys.modules["marked"]
+
+
+def test_the_opzoo_script_finds_a_module_of_the_folder_it_runs_in(tmp_path):
+    """`opzoo check mine:Twice` run in the folder that holds mine.py, with no PYTHONPATH, as
+    `python -m` and pytest find it (the console script has no such sys.path entry: a new user's
+    'cannot import ... ModuleNotFoundError' for the module beside them)."""
+    import subprocess
+
+    from test_declare import TWICE
+
+    (tmp_path / "mine.py").write_text("import torch\n" + TWICE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    script = os.path.join(os.path.dirname(sys.executable), "opzoo")
+    out = subprocess.run(
+        [script, "check", "mine:Twice", "-p", "accepts", "--device", "cpu", "-j", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 passed, 0 failed" in out.stdout

@@ -92,6 +92,11 @@ def by_path(path: str) -> OpSpec:
     """The op at ``path``, its module tried in a forked child (within the import time limit,
     ``OPZOO_IMPORT_TIMEOUT``) and not imported here: a :class:`PathSpec`, or the error the child met
     raised here as one :class:`ConfigError` line. Where processes cannot be forked: resolved here."""
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        # As `python -m` and pytest find a module of the folder they run in, the `opzoo` script too
+        # (it has no such entry): last, so that it shadows no installed module.
+        sys.path.append(here)
     if not (sys.platform.startswith("linux") and hasattr(os, "fork")):
         return resolved(path)
     from opzoo.core._guard import Guard
