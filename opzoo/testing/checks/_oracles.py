@@ -20,8 +20,16 @@ import torch
 from opzoo.core import _recording
 from opzoo.exceptions import one_line
 from opzoo.testing.checks import _kinks
-from opzoo.testing.checks._bound import Bound, PropertyFailed, Tensors, differentiable, grad_outputs, vjp
+from opzoo.testing.checks._bound import (
+    Bound,
+    PropertyFailed,
+    Tensors,
+    differentiable,
+    grad_outputs,
+    vjp,
+)
 from opzoo.testing.checks._compare import where
+from opzoo.testing.checks._reference import in_lower_dtypes
 
 #: The oracle's tolerance: float64 arithmetic in another order, relative to the gradient's scale.
 ORACLE_RTOL = 1e-9
@@ -81,6 +89,25 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
     if any(b.any() for b in bad):
         got, want, bad = _off_the_kinks(op, xs, gs, both, g_scale) or (got, want, bad)
     _fail_where_they_differ(op, xs, gs, got, want, bad, unary)
+    if op.spec.contract.reference is None and not op.random:  # a declared one is reference's to hold
+        # the backward in each lower dtype against the forward's own autograd in float64, as a
+        # declared reference (a backward right in float64 and off in float32 passed everything)
+        try:
+            in_lower_dtypes(op, xs, _own_forward, ("the forward in float64", "the forward's own autograd"))
+        except _Underivable as exc:
+            op.notes.append(f"{exc}: no autograd oracle in the lower dtypes")
+
+
+def _own_forward(op: Bound) -> Callable[..., tuple[Any, ...]]:
+    """The op's own forward, run outside ``apply`` for autograd to differentiate, as a reference."""
+
+    def forward(*ts: torch.Tensor) -> tuple[Any, ...]:
+        outs = _forward_outputs(op, ts)
+        if outs is None:  # raises with grad enabled in this dtype only (noted)
+            raise _Underivable("the forward raises with grad enabled in a lower dtype")
+        return outs
+
+    return forward
 
 
 def _both(

@@ -15,6 +15,9 @@ from opzoo.testing.checks._compare import TOLERANCES, close, where
 from opzoo.testing.checks._reseed import reseeded
 from opzoo.testing.strategies import KINK_MARGIN
 
+#: A function of an op's inputs that a check holds the op to, made for the op in a dtype.
+Oracle = Callable[[Bound], Callable[..., object]]
+
 
 def reference(op: Bound, *xs: torch.Tensor) -> None:
     """Forward and gradient match the declared reference: in float64, and in each lower dtype the
@@ -22,23 +25,40 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
     by the dtype's error budget (a multiple of its epsilon: ``_budget``), the forward by the dtype's
     tolerance, each plus twice what the reference itself is off by in that dtype. A surrogate op, or
     a by-design backward: the forward only (its gradient is not the reference's)."""
-    ref = reference_of(op)
     kinks = op.spec.contract.kinks_at(op.params)
     for name in op.spec.contract.dtypes:
-        _in_dtype(op, ref, kinks, name, xs)
+        _in_dtype(op, reference_of, kinks, name, xs)
+
+
+def in_lower_dtypes(op: Bound, xs: Tensors, oracle: Oracle, named: tuple[str, str]) -> None:
+    """The forward and gradient in each dtype below float64 the op declares, against ``oracle`` (a
+    function of the op's inputs made for the op in a dtype) run in float64 at the rounded inputs, as
+    ``reference`` holds them to a declared reference (``named``: the oracle in a failure, and whose
+    gradient it is)."""
+    kinks = op.spec.contract.kinks_at(op.params)
+    for name in op.spec.contract.dtypes:
+        if name != "float64":
+            _in_dtype(op, oracle, kinks, name, xs, named)
 
 
 def _in_dtype(
-    op: Bound, ref: Callable[..., object], kinks: Mapping[float, float], name: str, xs: Tensors
+    op: Bound,
+    oracle: Oracle,
+    kinks: Mapping[float, float],
+    name: str,
+    xs: Tensors,
+    named: tuple[str, str] = ("the reference", "the reference's"),
 ) -> None:
-    """The forward, and (unless the op is a surrogate op) the gradient, in dtype ``name``; the
-    gradient away from the declared ``kinks``."""
+    """The forward, and (unless the op is a surrogate op) the gradient, in dtype ``name``, against
+    ``oracle(op)`` (``reference_of``: the declared reference); the gradient away from the declared
+    ``kinks``."""
     dtype = getattr(torch, name)
     lows = tuple(x.to(dtype) for x in xs)
     lop = op if dtype == torch.float64 else op.cast(dtype)
-    ref_low = ref
-    if lop is not op and op.module is None:  # float constants in the dtype: the reference takes them so
-        ref, ref_low = reference_of(lop.cast(torch.float64)), reference_of(lop)
+    if lop is op or op.module is not None:
+        ref = ref_low = oracle(op)
+    else:  # float constants in the dtype: the oracle takes them so (in float64, at their rounded values)
+        ref, ref_low = oracle(lop.cast(torch.float64)), oracle(lop)
     outs, grads = vjp(lop, lows)
     gs = grad_outputs(outs)
     # a surrogate's or a by-design backward: not the reference's gradient (gradient checks it)
@@ -52,14 +72,14 @@ def _in_dtype(
     x0 = lows[0] if len(lows) == 1 else None
     held = _holder(dtype, not op.spec.contract.sig.elementwise, gs, op.notes)
     for j, (got, expected) in enumerate(zip(outs, want)):
-        what = f"forward in {name} differs from the reference{where(j, len(outs), 'output')}"
+        what = f"forward in {name} differs from {named[0]}{where(j, len(outs), 'output')}"
         # The forward is the op's own formula: one whose O(1) terms cancel (log cosh x as
         # |x| + softplus(-2|x|) - log 2: 0.0039 in bfloat16 for 1.7e-4 at x = 0.018) is no error
         # of the backward's, which is what the budgets measure.
         held(got, expected, what, x0, par[j], budgeted=False)
     if surrogate:
         return  # the gradient is the declared surrogate's, which gradient checks
-    compare = _gradients_held(kinks, name, xs, lows, held)
+    compare = _gradients_held(kinks, name, xs, lows, held, named[1])
     grads, want_grads = _where_the_reference_is_finite(op, grads, want_grads)
     steps = _steps.lazily(op, lows, gs) if dtype != torch.float64 else None
     try:
@@ -142,7 +162,7 @@ def _one(steps: Steps | None, i: int, away: torch.Tensor | None = None) -> Calla
 
 
 def _gradients_held(
-    kinks: Mapping[float, float], name: str, xs: Tensors, lows: Tensors, held: Held
+    kinks: Mapping[float, float], name: str, xs: Tensors, lows: Tensors, held: Held, whose: str
 ) -> Compare:
     """How the gradients in dtype ``name`` are held to the reference's: ``compare(grads, want_grads,
     par_grads, steps)``, each input's on its own, away from the declared kinks (``steps``: the op's
@@ -157,7 +177,7 @@ def _gradients_held(
         steps: Steps | None = None,
     ) -> None:
         for i, (got, expected, x) in enumerate(zip(grads, want_grads, xs)):
-            what = f"gradient in {name} differs from the reference's{where(i, len(xs), 'input')}"
+            what = f"gradient in {name} differs from {whose}{where(i, len(xs), 'input')}"
             if not kinks:
                 held(got, expected, what, x0, par_grads[i], steps=_one(steps, i))
                 continue

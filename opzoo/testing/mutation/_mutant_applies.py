@@ -143,8 +143,12 @@ def tight(spec: OpSpec) -> tuple[str, ...]:
 
 def in_lower_dtypes(spec: OpSpec) -> tuple[str, ...]:
     """The checks that look at the gradient in float32 or bfloat16: the reference, or a surrogate
-    op's surrogate."""
-    return ("reference", "gradient") if spec.contract.surrogate is not None else ("reference",)
+    op's surrogate; without a reference, a Function's own forward differentiated by autograd."""
+    c = spec.contract
+    if c.surrogate is not None:
+        return ("reference", "gradient")
+    own = c.reference is None and c.by_design is None and not c.random and spec.kind != "module"
+    return ("reference", "autograd") if own else ("reference",)
 
 
 def at_large_inputs(spec: OpSpec) -> tuple[str, ...]:
