@@ -11,6 +11,8 @@ import torch.nn.functional as F
 
 import opzoo
 from opzoo.testing import check_property
+from opzoo.testing.checks import _budget
+from opzoo.testing.checks._bound import PropertyFailed
 from opzoo.testing.checks._budget import BUDGETS, FLOOR, in_eps
 from opzoo.testing.running._errors import error_samples
 
@@ -329,3 +331,22 @@ def test_one_rounding_note_per_dtype_the_worst():
     assert worst_rounding([rounding_note(f32, math.inf, 1, math.inf), notes[2]]) == [
         rounding_note(f32, math.inf, 1, math.inf)
     ]
+
+
+def test_an_infinity_the_dtype_rounds_to_or_the_oracle_in_the_dtype_gives_is_no_error():
+    """In float32, x ** -2 at x = 5e-39 is 4e76: the inf the forward gives is that value correctly
+    rounded. And a product whose partial products overflow in float32 as torch's own kernel's do
+    (torch.prod: -inf where the float64 value is -1.2e38) is no worse than the oracle run in the
+    dtype. Either was a false alarm of the autograd oracle in the lower dtypes; an infinity the
+    oracle in the dtype does not give is still one."""
+    from opzoo.testing.checks._compare import TOLERANCES, close
+
+    inf32 = torch.tensor([math.inf], dtype=torch.float32)
+    close(inf32, torch.tensor([4e76], dtype=torch.float64), TOLERANCES[torch.float32], "x ** -2")
+    want = torch.tensor([-1.2e38], dtype=torch.float64)
+    close(-inf32, want, TOLERANCES[torch.float32], "prod", par=-inf32)
+    _budget.within(-inf32, want, torch.float32, "prod's gradient", par=-inf32)
+    with pytest.raises(PropertyFailed):
+        close(-inf32, want, TOLERANCES[torch.float32], "prod", par=torch.tensor([-1.1e38]))
+    with pytest.raises(PropertyFailed):
+        _budget.within(-inf32, want, torch.float32, "prod's gradient", par=torch.tensor([-1.1e38]))

@@ -133,11 +133,12 @@ class DataForward(NumpyForward):
 @pytest.mark.parametrize("cls", [Square, TanhClassmethod, Softmax])
 def test_the_autograd_oracle_runs_a_classic_forward(cls):
     """A classic forward (staticmethod or classmethod, one that writes into its input too) is
-    differentiated by autograd: autograd applies, and passes with no note."""
+    differentiated by autograd: autograd applies, and passes with no note of a missing oracle (in
+    float32, tanh's 1 - y² may note its own rounding)."""
     reg = opzoo.Registry()
     reg.register(cls, name="op")
     result = check_property(reg.info("op"), "autograd", profile="ci")
-    assert result.status == "pass" and not result.notes, result.report()
+    assert result.status == "pass" and not [n for n in result.notes if "oracle" in n], result.report()
 
 
 @pytest.mark.parametrize(

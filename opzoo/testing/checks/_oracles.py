@@ -28,12 +28,10 @@ from opzoo.testing.checks._bound import (
     grad_outputs,
     vjp,
 )
+from opzoo.testing.checks._budget import ORACLE_ATOL, ORACLE_RTOL
 from opzoo.testing.checks._compare import where
-from opzoo.testing.checks._reference import in_lower_dtypes
+from opzoo.testing.checks._reference import Named, in_lower_dtypes
 
-#: The oracle's tolerance: float64 arithmetic in another order, relative to the gradient's scale.
-ORACLE_RTOL = 1e-9
-ORACLE_ATOL = 1e-11
 #: Where autograd of the forward is not finite and the backward is (exp(-1/x) at x = 8.5e-162: exp's
 #: 0 times the reciprocal's overflowing slope): the oracle's own overflow.
 OVERFLOW = (
@@ -93,9 +91,13 @@ def autograd(op: Bound, *xs: torch.Tensor) -> None:
         # the backward in each lower dtype against the forward's own autograd in float64, as a
         # declared reference (a backward right in float64 and off in float32 passed everything)
         try:
-            in_lower_dtypes(op, xs, _own_forward, ("the forward in float64", "the forward's own autograd"))
+            in_lower_dtypes(op, xs, _own_forward, OWN)
         except _Underivable as exc:
             op.notes.append(f"{exc}: no autograd oracle in the lower dtypes")
+
+
+#: How a failure names the forward's own autograd as the lower dtypes' oracle.
+OWN = Named("the forward in float64", "the forward's own autograd", "the forward's own autograd")
 
 
 def _own_forward(op: Bound) -> Callable[..., tuple[Any, ...]]:

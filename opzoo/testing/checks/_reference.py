@@ -4,7 +4,7 @@ and in each lower dtype it declares, where the gradient is held to that dtype's 
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 import torch
 
@@ -19,6 +19,17 @@ from opzoo.testing.strategies import KINK_MARGIN
 Oracle = Callable[[Bound], Callable[..., object]]
 
 
+class Named(NamedTuple):
+    """How a failure or a note names an oracle: against its forward, its gradient, itself."""
+
+    forward: str
+    gradient: str
+    itself: str
+
+
+REFERENCE = Named("the reference", "the reference's", "the reference")
+
+
 def reference(op: Bound, *xs: torch.Tensor) -> None:
     """Forward and gradient match the declared reference: in float64, and in each lower dtype the
     op declares against the float64 reference (at the rounded inputs), where the gradient may be off
@@ -30,11 +41,10 @@ def reference(op: Bound, *xs: torch.Tensor) -> None:
         _in_dtype(op, reference_of, kinks, name, xs)
 
 
-def in_lower_dtypes(op: Bound, xs: Tensors, oracle: Oracle, named: tuple[str, str]) -> None:
+def in_lower_dtypes(op: Bound, xs: Tensors, oracle: Oracle, named: Named) -> None:
     """The forward and gradient in each dtype below float64 the op declares, against ``oracle`` (a
     function of the op's inputs made for the op in a dtype) run in float64 at the rounded inputs, as
-    ``reference`` holds them to a declared reference (``named``: the oracle in a failure, and whose
-    gradient it is)."""
+    ``reference`` holds them to a declared reference (``named``: how a failure names the oracle)."""
     kinks = op.spec.contract.kinks_at(op.params)
     for name in op.spec.contract.dtypes:
         if name != "float64":
@@ -47,7 +57,7 @@ def _in_dtype(
     kinks: Mapping[float, float],
     name: str,
     xs: Tensors,
-    named: tuple[str, str] = ("the reference", "the reference's"),
+    named: Named = REFERENCE,
 ) -> None:
     """The forward, and (unless the op is a surrogate op) the gradient, in dtype ``name``, against
     ``oracle(op)`` (``reference_of``: the declared reference); the gradient away from the declared
@@ -70,16 +80,16 @@ def _in_dtype(
         par, par_grads = _ref_vjp(ref_low, lows, gs, forward_only=surrogate, notes=op.notes)
         par_grads = par_grads or (None,) * len(xs)
     x0 = lows[0] if len(lows) == 1 else None
-    held = _holder(dtype, not op.spec.contract.sig.elementwise, gs, op.notes)
+    held = _holder(dtype, not op.spec.contract.sig.elementwise, gs, op.notes, named.itself)
     for j, (got, expected) in enumerate(zip(outs, want)):
-        what = f"forward in {name} differs from {named[0]}{where(j, len(outs), 'output')}"
+        what = f"forward in {name} differs from {named.forward}{where(j, len(outs), 'output')}"
         # The forward is the op's own formula: one whose O(1) terms cancel (log cosh x as
         # |x| + softplus(-2|x|) - log 2: 0.0039 in bfloat16 for 1.7e-4 at x = 0.018) is no error
         # of the backward's, which is what the budgets measure.
         held(got, expected, what, x0, par[j], budgeted=False)
     if surrogate:
         return  # the gradient is the declared surrogate's, which gradient checks
-    compare = _gradients_held(kinks, name, xs, lows, held, named[1])
+    compare = _gradients_held(kinks, name, xs, lows, held, named.gradient)
     grads, want_grads = _where_the_reference_is_finite(op, grads, want_grads)
     steps = _steps.lazily(op, lows, gs) if dtype != torch.float64 else None
     try:
@@ -119,7 +129,9 @@ Compare = Callable[
 ]
 
 
-def _holder(dtype: torch.dtype, scaled: bool, gs: Tensors, notes: list[str]) -> Held:
+def _holder(
+    dtype: torch.dtype, scaled: bool, gs: Tensors, notes: list[str], oracle: str = REFERENCE.itself
+) -> Held:
     """How a result in ``dtype`` is held to the float64 reference's: ``held(got, expected, what, x,
     par, budgeted=True, steps=None)``. ``scaled``: the tolerance is relative to the largest element
     (see :func:`~opzoo.testing.checks._compare.close`); ``notes``: where a gradient is within its
@@ -142,7 +154,7 @@ def _holder(dtype: torch.dtype, scaled: bool, gs: Tensors, notes: list[str]) -> 
             return
         lost = _budget.within(got, expected, dtype, what, x, par=p, slack=_budget.slack(gs), steps=steps)
         if lost is not None:
-            note = _steps.rounding_note(dtype, lost.k, lost.k_par, lost.k_steps)
+            note = _steps.rounding_note(dtype, lost.k, lost.k_par, lost.k_steps, oracle)
             if note not in notes:
                 notes.append(note)
 

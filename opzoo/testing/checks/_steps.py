@@ -149,13 +149,15 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def rounding_note(dtype: torch.dtype, k: float, k_par: float, k_steps: float) -> str:
-    """What ``reference`` tells where a gradient in ``dtype`` loses to the reference computed in
-    ``dtype`` (torch's kernels) but no more than its own formula does, step by step: the figures
-    (at the element where it loses most) and how to do better."""
+def rounding_note(
+    dtype: torch.dtype, k: float, k_par: float, k_steps: float, oracle: str = "the reference"
+) -> str:
+    """What ``reference`` (or ``autograd``) tells where a gradient in ``dtype`` loses to the
+    ``oracle`` computed in ``dtype`` (torch's kernels) but no more than its own formula does, step by
+    step: the figures (at the element where it loses most) and how to do better."""
     name = _name(dtype)
     said = (
-        f"gradient in {name}: {k:.3g} eps off where the reference in {name} is {k_par:.3g} off; the op's "
+        f"gradient in {name}: {k:.3g} eps off where {oracle} in {name} is {k_par:.3g} off; the op's "
         f"formula run step by step in {name} is as far off ({k_steps:.3g}): its rounding, not an error"
     )
     if dtype == torch.float32:
@@ -163,7 +165,7 @@ def rounding_note(dtype: torch.dtype, k: float, k_par: float, k_steps: float) ->
     return said + "; computing in float32 inside, as torch's kernels do, would make it about torch's"
 
 
-_ROUNDING = re.compile(r"gradient in (\w+): (\S+) eps off where the reference in ")
+_ROUNDING = re.compile(r"gradient in (\w+): (\S+) eps off where .+? in \1 is ")
 
 
 def worst_rounding(notes: Iterable[str]) -> list[str]:

@@ -147,7 +147,9 @@ def in_lower_dtypes(spec: OpSpec) -> tuple[str, ...]:
     c = spec.contract
     if c.surrogate is not None:
         return ("reference", "gradient")
-    own = c.reference is None and c.by_design is None and not c.random and spec.kind != "module"
+    from opzoo.testing.properties import PROPERTIES
+
+    own = c.reference is None and not c.random and PROPERTIES["autograd"].applies(spec) is None
     return ("reference", "autograd") if own else ("reference",)
 
 
