@@ -124,9 +124,10 @@ def _follows_the_input(op: Bound, outs: tuple[torch.Tensor, ...], x: torch.Tenso
                     f"output{which} dtype is {o.dtype}, expected torch.{fixed[j]} (declared)"
                 )
         elif o.dtype != x.dtype:
+            hint = declaration_of(j, o.dtype)
             raise PropertyFailed(
                 f"output{which} dtype is {o.dtype}, expected {x.dtype} (the input's{declared})"
-                + _declare_hint(j, o.dtype)
+                + (f"; if that is by design (indices, a mask), declare {hint}" if hint else "")
             )
         if o.device != x.device:
             raise PropertyFailed(
@@ -134,12 +135,12 @@ def _follows_the_input(op: Bound, outs: tuple[torch.Tensor, ...], x: torch.Tenso
             )
 
 
-def _declare_hint(j: int, dtype: torch.dtype) -> str:
-    """How to declare an integer or bool output: indices, counts, a mask are outputs by design."""
+def declaration_of(j: int, dtype: torch.dtype) -> str | None:
+    """How output ``j`` of ``dtype`` is declared, if it is an integer or bool one (indices, counts,
+    a mask: outputs by design): ``output_dtypes={1: 'int64'}``; None for a floating one."""
     if dtype.is_floating_point or dtype.is_complex:
-        return ""
-    name = str(dtype).removeprefix("torch.")
-    return f"; if that is by design (indices, a mask), declare output_dtypes={{{j}: {name!r}}}"
+        return None
+    return f"output_dtypes={{{j}: {str(dtype).removeprefix('torch.')!r}}}"
 
 
 def _in_each_dtype(op: Bound, xs: tuple[torch.Tensor, ...]) -> None:

@@ -18,6 +18,7 @@ from opzoo.core._registry import OpSpec
 from opzoo.exceptions import one_line
 from opzoo.testing.checks._bound import Bound, PropertyFailed, grad
 from opzoo.testing.checks._compare import same_bits
+from opzoo.testing.checks._hygiene import declaration_of
 from opzoo.testing.checks._reseed import reseeded
 
 #: What ``torch.library.opcheck`` tests on every drawn input: schema (no mutation, no aliasing),
@@ -95,11 +96,10 @@ def _undeclared_dtype(spec: OpSpec, op: Any, tensors: tuple[torch.Tensor, ...], 
     with torch.no_grad():
         out = op.default(*tensors, *args)
     for j, o in enumerate(out if isinstance(out, (tuple, list)) else (out,)):
-        if not (o.is_floating_point() or o.is_complex()) and j not in spec.contract.output_dtypes:
-            name = str(o.dtype).removeprefix("torch.")
+        if (hint := declaration_of(j, o.dtype)) is not None and j not in spec.contract.output_dtypes:
             return (
-                f" (output {j} is {name}, and the bridge's fake kernel gives an output the inputs' dtype "
-                f"unless the op declares output_dtypes={{{j}: {name!r}}})"
+                f" (output {j} is {str(o.dtype).removeprefix('torch.')}, and the bridge's fake kernel gives "
+                f"an output the inputs' dtype unless the op declares {hint})"
             )
     return ""
 
