@@ -86,19 +86,14 @@ def reports(failed: list[Result]) -> list[str]:
     """Each failure's report, but once for failures of one op on one device with the same reason (an
     op that returns more outputs than its signature declares fails every property alike): the first's
     report, then one line naming the others."""
-    first: dict[tuple[str, str, str], Result] = {}
-    same: dict[tuple[str, str, str], list[str]] = {}
+    groups: dict[tuple[str, str, str], list[Result]] = {}
     for r in failed:
-        key = (r.op, r.device, r.reason)
-        if key in first:
-            same[key].append(r.id)
-        else:
-            first[key], same[key] = r, []
+        groups.setdefault((r.op, r.device, r.reason), []).append(r)
     out = []
-    for key, r in first.items():
+    for r, *same in groups.values():
         text = r.report()
-        if same[key]:
-            text += "\n" + printable(f"FAIL {', '.join(same[key])}: the same failure as {r.id}")
+        if same:
+            text += "\n" + printable(f"FAIL {', '.join(o.id for o in same)}: the same failure as {r.id}")
         out.append(text)
     return out
 
