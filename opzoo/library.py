@@ -70,9 +70,9 @@ def op(name: str | OpSpec, *, registry: Registry | None = None) -> Any:
         # A class defined again under the same name (a re-run notebook cell), or declared again with
         # another contract (a test suite's second declare()), replaces its old self, as in
         # Registry.register; any other class may not take a bridged name.
-        if done is not None and _qualname(done.target) != _qualname(spec.target):
+        if (holder := taken(spec)) is not None:
             raise LibraryError(
-                f"torch.ops.{NAMESPACE}.{tname} is already {_qualname(done.target)}; cannot bridge "
+                f"torch.ops.{NAMESPACE}.{tname} is already {holder}; cannot bridge "
                 f"{_qualname(spec.target)} as op {spec.name!r} too (one namespace per process)"
             )
         _refuse_unbridgeable(spec)
