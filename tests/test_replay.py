@@ -3,6 +3,7 @@ same examples, the same results, and a failure reported by the property's own se
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
@@ -79,6 +80,31 @@ def test_a_replayed_property_sees_its_own_searchs_examples_in_order(monkeypatch,
     once = [f for i, f in enumerate(own) if f not in own[:i]]
     assert seen == once + once
     assert len(once) > 10
+
+
+@pytest.mark.parametrize(
+    "profile, seed, examples",
+    [("ci", None, None), ("dev", 1234, None), ("dev", None, None), ("ci", None, 12), ("thorough", 5, None)],
+    ids=["ci", "dev-seeded", "dev-own-search", "examples-given", "thorough"],
+)
+def test_a_property_of_few_draws_runs_that_many_unless_examples_or_thorough_say(
+    monkeypatch, profile, seed, examples
+):
+    """Property.draws (library's: ten) caps a property's drawn inputs under a fast profile: the first
+    of the op's draw where one is shared, else a search of that many; an --examples given, and the
+    thorough profile, run all of them."""
+    seen: dict[str, list[str]] = {"all": [], "few": []}
+    for name, draws in (("all", None), ("few", 4)):
+        record = functools.partial(lambda into, op, *xs: into.append(fingerprint(op, *xs)), seen[name])
+        monkeypatch.setitem(PROPERTIES, name, Property(name, record, draws=draws))
+        result = check_property(opzoo.info("softmax"), name, profile=profile, seed=seed, examples=examples)
+        assert result.status == "pass", result.report()
+    capped = profile != "thorough" and examples is None
+    if capped:
+        assert 1 <= len(seen["few"]) <= 4 < len(seen["all"])
+    if capped and seed is None and profile == "dev":  # no draw shared: each searched its own
+        return
+    assert seen["few"] == (seen["all"][: len(seen["few"])] if capped else seen["all"])
 
 
 def test_a_check_without_a_seed_draws_its_own_examples(searches):

@@ -197,7 +197,7 @@ OPTIONS: dict[str, Option] = {
             "hypothesis examples per property",
             type=int,
             metavar="N",
-            unset="the profile's",
+            unset="the profile's, of which library opchecks ten, all under thorough",
             check=_examples,
         ),
         Option(
@@ -268,7 +268,7 @@ class RunOptions:
 
     properties: the properties to run, by name (None or not given: all; names may be comma-separated).
     profile:    the hypothesis profile (None: ``ci`` when ``$CI`` is set, else ``dev``).
-    examples:   hypothesis examples per property (None: the profile's).
+    examples:   hypothesis examples per property (None: the profile's, and a property's ``draws``).
     seed:       hypothesis's seed for a profile that is not derandomized (None: drawn per check).
     device:     ``cpu``, ``cuda`` or ``all``.
     timeout:    seconds per property of an op before it counts as hung (None: no limit).

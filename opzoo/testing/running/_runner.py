@@ -92,10 +92,15 @@ def check_property(
     profile = profile or _profiles.default_profile()
     conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
     shared = _cases.shared(conf, seed)  # the op's draw replayed: the same examples, drawn once
+    # A property that needs few drawn inputs (Property.draws) replays the first of the op's draw, or
+    # searches that many of its own; --examples and the thorough profile run them all.
+    draws = property_.draws if profile != "thorough" and not examples else None
+    if draws is not None and not shared:
+        conf = settings(conf, max_examples=min(draws, conf.max_examples))
     if not conf.derandomize and seed is None:
         seed = random.SystemRandom().randrange(2**32)
     hooks = hooks_of(registry) if registry is not None else None
-    tried = _Trial(spec, property_, device, signals_handled())
+    tried = _Trial(spec, property_, device, signals_handled(), draws if shared else None)
     try:
         with torch_deprecations_ignored():
             tried.every_input(conf, seed, hooks, profile, timeout, registry if shared else _SEARCH)
@@ -149,8 +154,11 @@ class _Trial:
     """One property of one op, tried on every input it runs on: how many ran, what the check
     noticed, and the last input tried (the failing one, once one fails)."""
 
-    def __init__(self, spec: OpSpec, property_: Property, device: str, signalled: int = 0) -> None:
+    def __init__(
+        self, spec: OpSpec, property_: Property, device: str, signalled: int = 0, draws: int | None = None
+    ) -> None:
         self.spec, self.property, self.device = spec, property_, device
+        self.draws = draws  # drawn cases replayed, at most (None: all)
         self.signalled = signalled  # signals handled before the check began
         self.last: dict[str, Any] = {}
         self.notes: dict[str, None] = {}
@@ -216,6 +224,8 @@ class _Trial:
             for failure in drawn.failures if hooks is not None else ():
                 hooks.record(failure)  # as its own search would have met it
             for case in drawn.cases:
+                if self.draws is not None and self.ran >= self.draws:
+                    break
                 if case.rejected and self.property.screened:
                     continue
                 if case.rejected:
