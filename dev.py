@@ -2,7 +2,7 @@
 """Set up a local environment on first use, then run opzoo or its tests in it.
 
     python3 dev.py train [ARGS]   the main job: opzoo train --activation myrelu (ARGS replace that)
-    python3 dev.py test [ARGS]    the whole test suite (ARGS go to pytest)
+    python3 dev.py test [ARGS]    the test suite but its long tier (-m long runs that; ARGS go to pytest)
     python3 dev.py opzoo ARGS     any opzoo command
 
 Set-up needs only python3 and pip: a virtual environment in .venv with the CPU build of torch, opzoo

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the whole test suite N times in a row with a busy loop beside it (a flake hunt).
+"""Run the test suite N times in a row with a busy loop beside it (a flake hunt).
 
     python3 benchmarks/busy_suite.py [N] [pytest args]
 

@@ -38,6 +38,11 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
+#: The examples of a sweep (one claim over many ops, each a test: "every registered op passes"): ten
+#: in the default run, which keeps CI's suite within minutes; the profile's (ci: 50) in the long tier,
+#: ``-m long``, whose record is docs/records/long-tests.md. The ``examples`` argument of such a test.
+SWEEP = [10, pytest.param(None, marks=pytest.mark.long, id="all")]
+
 # The ops the suite checks, by kind, derived rather than listed, so that a new op is tested without
 # touching this file: the built-ins from opzoo's own pyproject.toml (the entry points it installs),
 # the example plugins' ops from the registry (the README's set-up installs plugins/*, except those

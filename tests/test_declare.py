@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import upstream_ops as up
-from conftest import ROOT, run_opzoo, run_pytest
+from conftest import ROOT, SWEEP, run_opzoo, run_pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -206,9 +206,10 @@ def test_integer_targets_are_drawn_in_range_and_held_as_constants():
     ],
     ids=lambda d: d.target.__name__,
 )
-def test_correct_upstream_functions_pass_every_property(declared):
+@pytest.mark.parametrize("examples", SWEEP)
+def test_correct_upstream_functions_pass_every_property(declared, examples):
     """Correct Functions written as packages write them pass every property, declared unchanged."""
-    results = assert_correct(declared, devices=["cpu"])
+    results = assert_correct(declared, devices=["cpu"], examples=examples)
     assert {r.prop for r in results} == set(PROPERTIES)
 
 

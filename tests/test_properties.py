@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE, run_opzoo, run_pytest
+from conftest import EXAMPLE_OPS, FUNCTIONS, GENERAL, LEARNABLE, ROOT, SURROGATE, SWEEP, run_opzoo, run_pytest
 from correct_ops import AT_KINKS, CORRECT, THRESHOLD, DeclaredSquare, OneUlpApart, RoundsByPath
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -66,15 +66,16 @@ def test_each_wrong_op_is_caught_by_the_right_property(name):
     assert "example:" in report and "values:" in report and "reproduce:" in report
 
 
+@pytest.mark.parametrize("examples", SWEEP)
 @pytest.mark.parametrize("name", ONLY)
-def test_each_blind_spot_is_caught_only_by_its_new_check(wrong_registry, name):
+def test_each_blind_spot_is_caught_only_by_its_new_check(wrong_registry, name, examples):
     """A wrong op that finite differences cannot see passes every other property: only the check
     built for its blind spot catches it."""
     _, caught_by, _ = WRONG[name]
     for prop in PROPERTIES:
         if prop == caught_by:
             continue
-        result = check_property(wrong_registry.info(name), prop, profile="ci")
+        result = check_property(wrong_registry.info(name), prop, profile="ci", examples=examples)
         assert result.status in ("pass", "skip"), result.report()
 
 
@@ -84,25 +85,27 @@ def test_every_property_has_a_wrong_op_that_only_it_catches():
     assert sorted({WRONG[name][1] for name in ONLY}) == sorted(PROPERTIES)
 
 
+@pytest.mark.parametrize("examples", SWEEP)
 @pytest.mark.parametrize("name", list(CORRECT))
-def test_correct_ops_without_a_contract_pass(name):
+def test_correct_ops_without_a_contract_pass(name, examples):
     """A correct op written as tutorials write it, with no contract, passes every property."""
     reg = opzoo.Registry()
     reg.register(CORRECT[name], name=name)
     for prop in PROPERTIES:
-        result = check_property(reg.info(name), prop, profile="ci")
+        result = check_property(reg.info(name), prop, profile="ci", examples=examples)
         assert result.status in ("pass", "skip"), result.report()
 
 
+@pytest.mark.parametrize("examples", SWEEP)
 @pytest.mark.parametrize("name", [*AT_KINKS, "rounds_by_path", "one_ulp_apart"])
-def test_correct_ops_where_they_are_not_differentiable_pass(name):
+def test_correct_ops_where_they_are_not_differentiable_pass(name, examples):
     """A correct op with ties, cones, jumps, points where it is not finite nearby, an output that is
     nan by definition, a surrogate with kinks, a float32 threshold, or a backward that rounds by
     path passes every property (each was a false alarm)."""
     reg = opzoo.Registry()
     reg.register({**AT_KINKS, "rounds_by_path": RoundsByPath, "one_ulp_apart": OneUlpApart}[name], name=name)
     for prop in PROPERTIES:
-        result = check_property(reg.info(name), prop, profile="ci")
+        result = check_property(reg.info(name), prop, profile="ci", examples=examples)
         assert result.status in ("pass", "skip"), result.report()
 
 
@@ -334,15 +337,16 @@ SKIPS = {
 }
 
 
+@pytest.mark.parametrize("examples", SWEEP)
 @pytest.mark.parametrize("prop", list(PROPERTIES))
 @pytest.mark.parametrize("name", FUNCTIONS + GENERAL + LEARNABLE + SURROGATE + EXAMPLE_OPS)
-def test_every_registered_op_passes(name, prop):
+def test_every_registered_op_passes(name, prop, examples):
     """Every built-in and installed example-plugin op has every property: each check runs and
     passes, or skips for a reason the op's kind gives (SKIPS), never another. So a built-in's
     forward_mode runs (its jvp, or a Module's autograd, agrees with its backward, and vmap with a
     loop), and so does every Function's library."""
     reg = opzoo.registry()
-    result = check_property(reg.info(name), prop, profile="ci", registry=reg)
+    result = check_property(reg.info(name), prop, profile="ci", registry=reg, examples=examples)
     skip_ok = result.status == "skip" and re.search(SKIPS.get(prop, "^$"), result.reason)
     assert result.status == "pass" or skip_ok, result.report()
 
