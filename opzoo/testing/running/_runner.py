@@ -90,17 +90,11 @@ def check_property(
     if reason:
         return Result(spec.name, prop, device, "skip", reason)
     profile = profile or _profiles.default_profile()
-    conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
-    shared = _cases.shared(conf, seed)  # the op's draw replayed: the same examples, drawn once
-    # A property that needs few drawn inputs (Property.draws) replays the first of the op's draw, or
-    # searches that many of its own; --examples and the thorough profile run them all.
-    draws = property_.draws if profile != "thorough" and not examples else None
-    if draws is not None and not shared:
-        conf = settings(conf, max_examples=min(draws, conf.max_examples))
+    conf, shared, draws = _settings(property_, profile, examples, seed)
     if not conf.derandomize and seed is None:
         seed = random.SystemRandom().randrange(2**32)
     hooks = hooks_of(registry) if registry is not None else None
-    tried = _Trial(spec, property_, device, signals_handled(), draws if shared else None)
+    tried = _Trial(spec, property_, device, signals_handled(), draws)
     try:
         with torch_deprecations_ignored():
             tried.every_input(conf, seed, hooks, profile, timeout, registry if shared else _SEARCH)
@@ -123,6 +117,21 @@ def check_property(
         return Result(spec.name, prop, device, "fail", reason, seconds=took, timed_out=True)
     profile = profile if not conf.derandomize else "ci"
     return tried.failed(failure, took, lambda example: repro(spec, prop, example, profile, seed, examples))
+
+
+def _settings(
+    property_: Property, profile: str, examples: int | None, seed: int | None
+) -> tuple[Any, bool, int | None]:
+    """Hypothesis's settings for ``property_`` under ``profile``; whether it replays the op's shared
+    draw (the same examples, drawn once); and how many of that draw it replays, at most (None: all).
+    A property of few drawn inputs (``Property.draws``) replays the first of the draw, or searches
+    that many of its own; an ``examples`` given, and the thorough profile, run them all."""
+    conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
+    shared = _cases.shared(conf, seed)
+    draws = property_.draws if profile != "thorough" and not examples else None
+    if draws is not None and not shared:
+        conf = settings(conf, max_examples=min(draws, conf.max_examples))
+    return conf, shared, draws if shared else None
 
 
 def _called(op: Bound, xs: tuple[torch.Tensor, ...]) -> str | None:
