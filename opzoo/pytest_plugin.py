@@ -36,6 +36,8 @@ HOOKS = pytest.StashKey[Any]()
 SPECS = pytest.StashKey[dict]()
 # Ops that hung in this session: their remaining properties are skipped, not waited for again.
 HUNG = pytest.StashKey[set]()
+# Results checked ahead of their tests, by (op, property, device): see OpzooItem.checked.
+CHECKED = pytest.StashKey[dict]()
 # --opzoo-mutate: the verdicts so far, by op; and the minimum score, parsed.
 MUTATED = pytest.StashKey[dict]()
 MIN_SCORE = pytest.StashKey[Any]()
@@ -154,17 +156,11 @@ class OpzooItem(_Item):
         self.op, self.prop, self.device = op, prop, device
 
     def runtest(self) -> None:
-        from opzoo.testing import check_property
-
         hung = self.config.stash.setdefault(HUNG, set())
         if self.op in hung:
             pytest.skip("not run: the op hung")
-        spec = self._spec()
         hooks = self.config.stash[HOOKS]
-        kw = self.config.stash[CHECK_OPTIONS].check_kwargs()
-        result = _in_a_worker(
-            check_property, spec, self.prop, self.device, kw["timeout"], registry=hooks, **kw
-        )
+        result = self.checked(hooks)
         _warn_of(hooks)
         if result.timed_out:
             hung.add(self.op)
@@ -172,6 +168,28 @@ class OpzooItem(_Item):
             pytest.skip(result.reason)
         if result.status == "fail":
             raise OpzooCheckFailed(result.report())
+
+    def checked(self, hooks: Any) -> Any:
+        """This test's result. The op's tests that come after it in this process are checked with
+        it, in one worker, as ``opzoo check`` checks an op: its examples drawn once, torch's first
+        calls paid once, not once per test. An xdist worker cannot tell which tests it will run,
+        unless ``--dist loadgroup`` keeps an op's tests on one worker: else each is checked alone."""
+        from opzoo.testing import check_property
+        from opzoo.testing.running._parallel import run_pool
+
+        checked = self.config.stash.setdefault(CHECKED, {})
+        mine = (self.op, self.prop, self.device)
+        if mine not in checked:
+            ours = [(i.op, i.prop, i.device) for i in self.session.items if isinstance(i, OpzooItem)]
+            alone = hasattr(self.config, "workerinput") and self.config.getoption("dist", None) != "loadgroup"
+            later = [] if alone or mine not in ours else ours[ours.index(mine) + 1 :]
+            tasks = [(0, p, d) for o, p, d in [mine, *later] if o == self.op]
+            kw = self.config.stash[CHECK_OPTIONS].check_kwargs()
+            done = run_pool(
+                [self._spec()], tasks, check_property, jobs=1, limit=kw["timeout"], registry=hooks, **kw
+            )
+            checked.update({(self.op, p, d): r for (_, p, d), r in done.items()})
+        return checked.pop(mine)
 
 
 class MutantItem(_Item):

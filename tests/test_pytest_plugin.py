@@ -6,6 +6,37 @@ from __future__ import annotations
 from conftest import run_pytest
 from hostile_ops import ON_PATH
 
+#: A module with a correct op that writes its process id on each forward call.
+PIDS = """
+import os
+import torch
+
+
+class Pid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        with open(os.environ["OPZOO_TEST_PIDS"], "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+"""
+
+
+def test_an_ops_tests_are_checked_together_at_the_first_in_one_worker(tmp_path):
+    """Serially, an op's tests are checked together at the first, in one forked worker (its examples
+    drawn once, as `opzoo check` checks it); each reports its own verdict."""
+    (tmp_path / "pids.py").write_text(PIDS)
+    pids = tmp_path / "pids.txt"
+    env = {"PYTHONPATH": str(tmp_path), "OPZOO_TEST_PIDS": str(pids)}
+    args = ("--opzoo=pids:Pid", "--opzoo-property=accepts,gradient,layout", "--opzoo-device=cpu")
+    out = run_pytest(*args, "--opzoo-examples=5", "-n", "0", "-v", env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert all(f"{p}[pids:Pid] PASSED" in out.stdout for p in ("accepts", "gradient", "layout"))
+    assert len(set(pids.read_text().split())) == 1
+
 
 def test_an_op_that_ends_its_process_fails_its_item_and_pytest(tmp_path):
     """An op whose backward calls os._exit: its gradient item fails with why, the rest run, and
