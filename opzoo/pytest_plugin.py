@@ -181,7 +181,10 @@ class OpzooItem(_Item):
         mine = (self.op, self.prop, self.device)
         if mine not in checked:
             ours = [(i.op, i.prop, i.device) for i in self.session.items if isinstance(i, OpzooItem)]
-            alone = hasattr(self.config, "workerinput") and self.config.getoption("dist", None) != "loadgroup"
+            # an xdist worker knows its --dist loadgroup so (its own --dist is "no")
+            alone = hasattr(self.config, "workerinput") and not getattr(
+                self.config.option, "loadgroup", False
+            )
             later = [] if alone or mine not in ours else ours[ours.index(mine) + 1 :]
             tasks = [(0, p, d) for o, p, d in [mine, *later] if o == self.op]
             kw = self.config.stash[CHECK_OPTIONS].check_kwargs()

@@ -3,6 +3,7 @@ hangs pytest's own process."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import run_pytest
 from hostile_ops import ON_PATH
 
@@ -25,16 +26,19 @@ class Pid(torch.autograd.Function):
 """
 
 
-def test_an_ops_tests_are_checked_together_at_the_first_in_one_worker(tmp_path):
-    """Serially, an op's tests are checked together at the first, in one forked worker (its examples
-    drawn once, as `opzoo check` checks it); each reports its own verdict."""
+@pytest.mark.parametrize(
+    "how", [["-n", "0"], ["-n", "2", "--dist", "loadgroup"]], ids=["serial", "loadgroup"]
+)
+def test_an_ops_tests_are_checked_together_at_the_first_in_one_worker(tmp_path, how):
+    """Serially, or under xdist's loadgroup, an op's tests are checked together at the first, in one
+    forked worker (its examples drawn once, as `opzoo check` checks it); each reports its verdict."""
     (tmp_path / "pids.py").write_text(PIDS)
     pids = tmp_path / "pids.txt"
     env = {"PYTHONPATH": str(tmp_path), "OPZOO_TEST_PIDS": str(pids)}
     args = ("--opzoo=pids:Pid", "--opzoo-property=accepts,gradient,layout", "--opzoo-device=cpu")
-    out = run_pytest(*args, "--opzoo-examples=5", "-n", "0", "-v", env=env, cwd=tmp_path)
+    out = run_pytest(*args, "--opzoo-examples=5", *how, "-q", env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert all(f"{p}[pids:Pid] PASSED" in out.stdout for p in ("accepts", "gradient", "layout"))
+    assert "3 passed" in out.stdout
     assert len(set(pids.read_text().split())) == 1
 
 
