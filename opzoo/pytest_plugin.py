@@ -186,7 +186,7 @@ class OpzooItem(_Item):
                 self.config.option, "loadgroup", False
             )
             later = [] if alone or mine not in ours else ours[ours.index(mine) + 1 :]
-            tasks = [(0, p, d) for o, p, d in [mine, *later] if o == self.op]
+            tasks = [(0, p, d) for o, p, d in [mine, *later] if o == self.op and (o, p, d) not in checked]
             kw = self.config.stash[CHECK_OPTIONS].check_kwargs()
             done = run_pool(
                 [self._spec()], tasks, check_property, jobs=1, limit=kw["timeout"], registry=hooks, **kw
