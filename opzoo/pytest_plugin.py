@@ -181,10 +181,12 @@ class OpzooItem(_Item):
         mine = (self.op, self.prop, self.device)
         if mine not in checked:
             ours = [(i.op, i.prop, i.device) for i in self.session.items if isinstance(i, OpzooItem)]
-            # an xdist worker knows its --dist loadgroup so (its own --dist is "no")
-            alone = hasattr(self.config, "workerinput") and not getattr(
+            # an xdist worker knows its --dist loadgroup so (its own --dist is "no"); under a per-test
+            # limit (pytest-timeout's --timeout) a test's time must be its own check's alone
+            worker = hasattr(self.config, "workerinput") and not getattr(
                 self.config.option, "loadgroup", False
             )
+            alone = worker or bool(getattr(self.config, "_env_timeout", None))
             later = [] if alone or mine not in ours else ours[ours.index(mine) + 1 :]
             tasks = [(0, p, d) for o, p, d in [mine, *later] if o == self.op and (o, p, d) not in checked]
             kw = self.config.stash[CHECK_OPTIONS].check_kwargs()

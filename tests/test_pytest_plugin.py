@@ -26,20 +26,28 @@ class Pid(torch.autograd.Function):
 """
 
 
+#: What pytest-timeout (2.4) sets for a per-test limit (--timeout, its ini, PYTEST_TIMEOUT).
+PER_TEST_LIMIT = "def pytest_configure(config):\n    config._env_timeout = 300.0\n"
+
+
 @pytest.mark.parametrize(
-    "how", [["-n", "0"], ["-n", "2", "--dist", "loadgroup"]], ids=["serial", "loadgroup"]
+    "how, workers",
+    [(["-n", "0"], 1), (["-n", "2", "--dist", "loadgroup"], 1), (["-n", "0", "-p", "limit"], 3)],
+    ids=["serial", "loadgroup", "per-test-limit"],
 )
-def test_an_ops_tests_are_checked_together_at_the_first_in_one_worker(tmp_path, how):
+def test_an_ops_tests_are_checked_together_at_the_first_in_one_worker(tmp_path, how, workers):
     """Serially, or under xdist's loadgroup, an op's tests are checked together at the first, in one
-    forked worker (its examples drawn once, as `opzoo check` checks it); each reports its verdict."""
+    forked worker (its examples drawn once, as `opzoo check` checks it); each reports its verdict.
+    Under a per-test time limit (pytest-timeout's) each is checked alone, in a worker of its own."""
     (tmp_path / "pids.py").write_text(PIDS)
+    (tmp_path / "limit.py").write_text(PER_TEST_LIMIT)
     pids = tmp_path / "pids.txt"
     env = {"PYTHONPATH": str(tmp_path), "OPZOO_TEST_PIDS": str(pids)}
     args = ("--opzoo=pids:Pid", "--opzoo-property=accepts,gradient,layout", "--opzoo-device=cpu")
     out = run_pytest(*args, "--opzoo-examples=5", *how, "-q", env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "3 passed" in out.stdout
-    assert len(set(pids.read_text().split())) == 1
+    assert len(set(pids.read_text().split())) == workers
 
 
 def test_an_op_that_ends_its_process_fails_its_item_and_pytest(tmp_path):
