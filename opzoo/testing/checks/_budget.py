@@ -35,6 +35,7 @@ from typing import Callable, Sequence
 import torch
 
 from opzoo.testing.checks._bound import PropertyFailed
+from opzoo.testing.checks._compare import non_finite_as
 
 #: A float64 oracle's tolerance (the ``autograd`` property's): float64 arithmetic in another order,
 #: relative to the gradient's scale, and absolute to the grad_outputs'.
@@ -120,7 +121,7 @@ def within(
         raise PropertyFailed(f"{what}: shape {tuple(got.shape)} vs {tuple(want.shape)}")
     k = in_eps(got, want, dtype, slack)
     if par is not None:  # not finite as the oracle run in the dtype is, to the bit: no worse than it
-        k = torch.where(_as_par(got, par), 0.0, k)
+        k = torch.where(non_finite_as(got, par), 0.0, k)
     k_par = torch.zeros_like(k) if par is None else in_eps(par, want, dtype, slack).nan_to_num(posinf=0.0)
     allowed = budget(dtype) + 2 * k_par
     if bool((k <= allowed).all()):
@@ -140,13 +141,6 @@ def within(
     # The figures where the op loses to the reference computed in the dtype: its worst element there.
     lost = torch.where(k <= allowed, -1.0, k).reshape(-1).argmax()
     return Rounding(*(t.reshape(-1)[lost].item() for t in (k, k_par, k_steps)))
-
-
-def _as_par(got: torch.Tensor, par: torch.Tensor) -> torch.Tensor:
-    """Where ``got`` is not finite and equals ``par`` there (the same infinity, or nan both): a
-    product whose partial products overflow in float32 as torch's own kernel's do."""
-    p = par.to(got.dtype)
-    return ~got.isfinite() & ((got == p) | (got.isnan() & p.isnan()))
 
 
 def _over(
