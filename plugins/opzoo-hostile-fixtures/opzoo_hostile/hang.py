@@ -1,5 +1,7 @@
 """An op whose backward never returns."""
 
+import time
+
 import torch
 
 
@@ -14,5 +16,8 @@ class Hang(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        while True:  # never returns: opzoo check must give up on it, not wait forever
-            pass
+        # Never returns: opzoo check must give up on it, not wait forever. It sleeps rather than
+        # spins, as a backward waiting on a lock or a peer would: a time limit (SIGALRM) or a kill
+        # ends it all the same, and the tests beside it keep the CPU.
+        while True:
+            time.sleep(0.05)
