@@ -4,7 +4,8 @@
     python3 benchmarks/long_tests.py [pytest args]
 
 The long tier is the tests marked ``long`` (tests/conftest.py's ``SWEEP``: each claim over many ops
-at the ci profile's fifty examples, where the default run takes ten), which the README's test
+at the ci profile's fifty examples, where the default run takes ten; and the repeated runs that
+compare run modes, whose one case the default run keeps), which the README's test
 command leaves out so that CI's run stays within minutes. This runs them as CI runs the rest
 (`python3 dev.py test -m long`, ``CI=true``), and writes the commit, the date, the counts per test
 file and any failure's name to the page. Exits 1 if any test failed.
@@ -68,8 +69,9 @@ def _page(
     lines = [
         "# The suite's long tier",
         "",
-        "The tests marked `long` (each claim over many ops at the ci profile's fifty examples; the default",
-        "run, and so CI's, takes ten), run by `python3 benchmarks/long_tests.py`: "
+        "The tests marked `long` (each claim over many ops at the ci profile's fifty examples, where the",
+        "default run, and so CI's, takes ten; the repeated runs that compare run modes, one case of each",
+        "in the default run), run by `python3 benchmarks/long_tests.py`: "
         f"`{' '.join([*command, *argv])}` with `CI=true`.",
         "",
         f"At {commit}, {today}, on {os.cpu_count()} CPUs: **{total['passed']} passed, "

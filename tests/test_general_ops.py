@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_opzoo
+from conftest import SWEEP, run_opzoo
 
 import opzoo
 
@@ -36,10 +36,11 @@ def check(general_plugin_path, *args: str) -> dict:
 
 @pytest.fixture(scope="module")
 def results(general_plugin_path):
-    """Every property of each right op; each wrong twin under the properties that must catch it."""
+    """Every property of each right op (on SWEEP's ten examples: the long tier checks them on the
+    profile's); each wrong twin under the properties that must catch it, on the profile's."""
     caught_by = sorted({prop for prop, _ in WRONG.values()})
     return {
-        **check(general_plugin_path, *RIGHT),
+        **check(general_plugin_path, *RIGHT, "--examples", str(SWEEP[0])),
         **check(general_plugin_path, *WRONG, "-p", ",".join(caught_by)),
     }
 
@@ -54,14 +55,27 @@ def test_the_plugin_lists_each_op_with_its_signature(general_plugin_path):
     assert all(rows[n]["status"] == "ok" for n in [*RIGHT, *WRONG])
 
 
-@pytest.mark.parametrize("name", RIGHT)
-def test_each_kind_passes_every_property(results, name):
-    """A correct n-ary, reduction, multi-output and integer-parameter op passes (kinks: skipped)."""
+def _assert_passes(results, name):
     mine = {prop: r for (op, prop), r in results.items() if op == name}
     assert mine and all(r["status"] in ("pass", "skip") for r in mine.values()), {
         p: r["reason"] for p, r in mine.items() if r["status"] == "fail"
     }
     assert mine["kinks"]["status"] == "skip"
+
+
+@pytest.mark.parametrize("name", RIGHT)
+def test_each_kind_passes_every_property(results, name):
+    """A correct n-ary, reduction, multi-output and integer-parameter op passes (kinks: skipped)."""
+    _assert_passes(results, name)
+
+
+# The default run checks them on ten examples: test_each_kind_passes_every_property.
+@pytest.mark.long
+def test_each_kind_passes_every_property_on_the_profiles_examples(general_plugin_path):
+    """The same, on the ci profile's fifty examples (the default run takes ten)."""
+    results = check(general_plugin_path, *RIGHT)
+    for name in RIGHT:
+        _assert_passes(results, name)
 
 
 @pytest.mark.parametrize("name", list(WRONG))

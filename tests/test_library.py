@@ -950,7 +950,11 @@ def test_activation_compile_option():
     assert torch.equal(act(x), 2 * x) and torch.equal(g, torch.full_like(x, 2.0))
 
 
-@pytest.mark.slow
+# Inductor with its caches off compiles C++ with gcc (15 s here): in the long tier. The default run
+# keeps the bridged ops under torch.compile (aot_eager, fullgraph):
+# test_fullgraph_compile_forward_and_backward; and inductor over a Function's training step:
+# test_trainer's test_compiled_step_matches_eager.
+@pytest.mark.long
 def test_inductor_fuses_the_bridged_forward():
     """Under inductor the bridged op's forward is traced (fused), not called as an opaque kernel."""
     from torch._inductor.utils import run_and_get_code

@@ -497,7 +497,10 @@ def _verdicts(junit: str) -> dict[str, str]:
     return out
 
 
-@pytest.mark.slow  # two pytest sessions, one of them on two worker processes
+# Two pytest sessions, one of them on two worker processes (20 s): a comparison of run modes, in the
+# long tier. The default run keeps the xdist path itself (its loadgroup case):
+# test_an_ops_tests_are_checked_together_at_the_first_in_one_worker.
+@pytest.mark.long
 def test_pytest_plugin_on_two_workers_gives_the_serial_verdicts(broken_plugin_path, tmp_path):
     """`pytest --opzoo -n 2` (pytest-xdist) gives every test id the verdict of a serial run: passes,
     a wrong op's failures, and skips (the learnable op's library check, the cuda ids without CUDA)."""

@@ -363,8 +363,10 @@ def _most_lines_in_a_pipe(losses: list[float]) -> int:
     return most
 
 
-def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupted_run(tmp_path):
-    """SIGKILL mid-training (also mid-write), three times, then --resume: the same weights and losses.
+@pytest.mark.parametrize("kills", [1, pytest.param(3, marks=pytest.mark.long)])
+def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupted_run(tmp_path, kills):
+    """SIGKILL mid-training (also mid-write), once (three times in the long tier), then --resume: the
+    same weights and losses.
 
     Each kill comes after the run has printed a step past the previous kill's checkpoint, so every
     run resumes mid-training, and it lands anywhere in a step, the checkpoint write included.
@@ -380,7 +382,7 @@ def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupte
     ck = tmp_path / "ck.pt"
     cmd = ["train", *KILLED_RUN, "--checkpoint", str(ck), "--checkpoint-every", "1"]
     saved = 0
-    for kill_at in sorted(random.Random(1234).sample(range(1, 500), 3)):
+    for kill_at in sorted(random.Random(1234).sample(range(1, 500), 3))[-kills:]:
         proc, printed = _run_until_step(cmd, max(kill_at, saved + 1))
         proc.kill()
         proc.wait()
@@ -401,13 +403,16 @@ def test_killed_at_random_moments_then_resumed_ends_exactly_like_an_uninterrupte
     assert not list(tmp_path.glob(".ck.pt.*.tmp"))  # temp files of killed writers are swept
 
 
-def test_deterministic_runs_are_bit_identical_across_processes():
+@pytest.mark.parametrize("every", [False, pytest.param(True, marks=pytest.mark.long, id="all")])
+def test_deterministic_runs_are_bit_identical_across_processes(every):
     """--deterministic gives the same floats whatever the thread count or MKL code path asked for.
 
-    Without it, MKL_CBWR=AVX2 alone moves the final loss of this run in the fifth digit.
+    Without it, MKL_CBWR=AVX2 alone moves the final loss of this run in the fifth digit: the default
+    run compares that path with torch's default threads, the long tier all four settings.
     """
     every_core = {"OMP_NUM_THREADS": str(os.cpu_count())}  # torch's default (the suite sets 1)
-    settings = [every_core, {"OMP_NUM_THREADS": "1"}, {"MKL_CBWR": "AVX2"}, {"MKL_CBWR": "COMPATIBLE"}]
+    settings = [every_core, {"MKL_CBWR": "AVX2"}, {"OMP_NUM_THREADS": "1"}, {"MKL_CBWR": "COMPATIBLE"}]
+    settings = settings if every else settings[:2]
     finals = set()
     for env in settings:
         out = run_opzoo("train", *KILLED_RUN, "--json", env=env)
