@@ -64,6 +64,15 @@ def test_declare_leaves_the_class_alone():
     assert not hasattr(up.Sparsemax, "opzoo_contract")
 
 
+def test_spec_of_a_registered_ops_spec_is_that_spec():
+    """spec_of(opzoo.info(name)) is the spec itself (it raised "OpSpec(...) is not a class", the
+    whole spec printed); with a contract or a name it is one clear error."""
+    spec = opzoo.info("myrelu")
+    assert spec_of(spec) is spec
+    with pytest.raises(opzoo.ContractError, match="^op 'myrelu' is a spec already: declare its class"):
+        spec_of(spec, name="other")
+
+
 def test_register_takes_a_contract_or_a_declaration():
     """register(cls, contract=...) and register(declare(...)) both work, and return the class."""
     reg = opzoo.Registry()

@@ -166,7 +166,12 @@ def spec_of(target: Any, contract: Contract | None = None, *, name: str | None =
     """An op's spec made directly, registered nowhere: ``target`` a Function or learnable Module
     class, what :func:`declare` returned, or its import path ``"package.module:Class"`` (which
     ``opzoo check`` and ``pytest --opzoo`` accept in place of a name). ``contract`` declares one
-    as :func:`declare` does; ``name`` defaults to the path, or the class's name."""
+    as :func:`declare` does; ``name`` defaults to the path, or the class's name. A spec already
+    made (``opzoo.info(name)``'s) is returned as it is, unless a contract or name is given."""
+    if isinstance(target, OpSpec):
+        if contract is not None or name is not None:
+            raise ContractError(f"op {target.name!r} is a spec already: declare its class instead")
+        return target
     via, path = "register", None
     if isinstance(target, str):
         path = target.strip()
