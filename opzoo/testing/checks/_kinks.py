@@ -71,10 +71,8 @@ def gradcheck_rows(
     output elements that are not smooth, hold the backward to the valid generalised gradients there
     (PropertyFailed if it is not one), and run gradcheck again with those elements held at their
     values. A mismatch that is not at such an element re-raises gradcheck's error."""
-    fn = differentiable_outputs(outputs_of(fn), inputs, notes)
+    fn, base = differentiable_outputs(outputs_of(fn), inputs, notes)
     leaves = tuple(x.detach() for x in inputs)
-    with torch.no_grad():
-        base = tuple(o.detach() for o in fn(*leaves))
     finite = tuple(o.isfinite() for o in base)
     if not any(bool(f.any()) for f in finite):
         # nan or infinite everywhere (the first derivative of a variance of one element): nothing
@@ -107,16 +105,19 @@ def gradcheck_rows(
         strict(fn, leaves, probe, notes, order=order)
 
 
-def differentiable_outputs(fn: Fn, inputs: Sequence[torch.Tensor], notes: list[str]) -> Fn:
+def differentiable_outputs(fn: Fn, inputs: Sequence[torch.Tensor], notes: list[str]) -> tuple[Fn, Tensors]:
     """``fn`` with only the outputs that require grad when its inputs do: those a Function marks
     ``ctx.mark_non_differentiable`` (roma's Procrustes returns four, two of them so) have no
-    gradient to check, as torch's own gradcheck leaves them out. Noted."""
+    gradient to check, as torch's own gradcheck leaves them out. Noted. With it, its outputs at
+    ``inputs``, detached: the call that tells which outputs live gives them (one call of the first
+    derivative fewer per gradcheck of it; a Function's forward runs without grad either way)."""
     leaves = tuple(x.detach().requires_grad_() for x in inputs)
     with torch.enable_grad():
         outs = fn(*leaves)
     live = [j for j, o in enumerate(outs) if o.requires_grad]
+    base = tuple(o.detach() for o in outs)
     if len(live) == len(outs) or not live:
-        return fn
+        return fn, base
     dead = ", ".join(str(j) for j in range(len(outs)) if j not in live)
     note = f"output(s) {dead} are not differentiable (the op marks them so): their gradient is not checked"
     if note not in notes:
@@ -126,7 +127,7 @@ def differentiable_outputs(fn: Fn, inputs: Sequence[torch.Tensor], notes: list[s
         outs = fn(*xs)
         return tuple(outs[j] for j in live)
 
-    return call
+    return call, tuple(base[j] for j in live)
 
 
 def _attempt(
