@@ -325,7 +325,7 @@ def double_backward(op: Bound, *xs: torch.Tensor) -> None:
         if declared:
             raise PropertyFailed(f"double_backward=True is declared, but: {one_line(exc)}") from None
         raise PropertySkipped(f"no second derivative ({one_line(exc, with_type=False)})") from None
-    gs = grad_outputs(also_elsewhere(*(x.detach() for x in leaves)))
+    gs = grad_outputs(outs)  # fresh ones (a backward may have written into those): no forward again
     if sum(x.numel() for x in xs) > LARGE:  # gradgradcheck would build the whole Jacobian
         return directional_second(op, xs, leaves, _kinks.first_derivative(also_elsewhere, gs), EPS)
     for layout, grads in (("contiguous", gs), ("non-contiguous", tuple(noncontiguous(g) for g in gs))):
