@@ -89,23 +89,13 @@ class Signature:
         return [loop + tuple(int(d) if d.isdigit() else sizes[d] for d in core) for core in self.outputs]
 
     def _fit(self, shapes: Sequence[Sequence[int]]) -> tuple[dict[str, int], tuple[int, ...]]:
-        if len(shapes) != len(self.inputs):
-            raise ShapeError(f"{len(shapes)} input(s) given, the signature {self} takes {len(self.inputs)}")
-        sizes: dict[str, int] = {}
-        loops = []
-        for i, (shape, core) in enumerate(zip(shapes, self.inputs)):
-            shape = tuple(int(s) for s in shape)
-            if len(shape) < len(core):
-                raise ShapeError(
-                    f"input {i} has shape {shape}, fewer dimensions than its core ({','.join(core)})"
-                )
-            split = len(shape) - len(core)
-            loops.append(shape[:split])
-            for dim, size in zip(core, shape[split:]):
-                want = int(dim) if dim.isdigit() else sizes.setdefault(dim, size)
-                if size != want:
-                    raise ShapeError(f"input {i} has shape {shape}: dimension {dim!r} is {size}, not {want}")
-        return sizes, broadcast(loops)
+        # Asked at every call of an op through a check (Bound.outputs: some 17 calls per example of
+        # double_backward, 4 % of its time worked out afresh): once per signature and shapes.
+        try:
+            sizes, loop = _fitted(self, tuple(map(tuple, shapes)))
+        except TypeError:  # a symbolic size, not hashable
+            sizes, loop = _fit(self, shapes)
+        return dict(sizes), loop
 
     def loop_shape(self, shapes: Sequence[Sequence[int]]) -> tuple[int, ...]:
         """The broadcast loop dimensions of input ``shapes``."""
@@ -127,6 +117,32 @@ def broadcast(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=256)
 def _parse(text: str, computed: tuple[str, ...]) -> Signature:
     return Signature._parse(text, computed)
+
+
+def _fit(sig: Signature, shapes: Sequence[Sequence[int]]) -> tuple[dict[str, int], tuple[int, ...]]:
+    """The size of each named core dimension of input ``shapes`` and their broadcast loop
+    dimensions; :class:`ShapeError` if they do not fit ``sig``."""
+    if len(shapes) != len(sig.inputs):
+        raise ShapeError(f"{len(shapes)} input(s) given, the signature {sig} takes {len(sig.inputs)}")
+    sizes: dict[str, int] = {}
+    loops = []
+    for i, (shape, core) in enumerate(zip(shapes, sig.inputs)):
+        shape = tuple(int(s) for s in shape)
+        if len(shape) < len(core):
+            raise ShapeError(
+                f"input {i} has shape {shape}, fewer dimensions than its core ({','.join(core)})"
+            )
+        split = len(shape) - len(core)
+        loops.append(shape[:split])
+        for dim, size in zip(core, shape[split:]):
+            want = int(dim) if dim.isdigit() else sizes.setdefault(dim, size)
+            if size != want:
+                raise ShapeError(f"input {i} has shape {shape}: dimension {dim!r} is {size}, not {want}")
+    return sizes, broadcast(loops)
+
+
+#: :func:`_fit` once per signature and shapes (a misfit is not kept: it raises again each time).
+_fitted = functools.lru_cache(maxsize=4096)(_fit)
 
 
 def _cores(text: str, part: str, offset: int) -> tuple[tuple[str, ...], ...]:
