@@ -433,15 +433,18 @@ def test_no_module_over_400_lines_no_function_over_60(tmp_path):
     assert _too_long(tmp_path / "long.py") == ["long.py: 401 lines", "long.py:1 f: 61 lines"]
 
 
-def _long_tier_orphans(path: Path) -> list[str]:
+def _test_names(paths: list[Path]) -> set[str]:
+    return {n.name for f in paths for n in ast.walk(ast.parse(f.read_text()))
+            if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}  # fmt: skip
+
+
+def _long_tier_orphans(path: Path, names: set[str]) -> list[str]:
     """What the long tier's rule refuses in one test file: a whole test marked ``long`` without a
-    comment just above it that names the default run's test of its path, and a list of
-    ``pytest.param``s whose every case is marked ``long`` (CI's run would keep none)."""
+    comment just above it that names one of the tests ``names`` (the default run's test of its
+    path), and a list of ``pytest.param``s whose every case is ``long`` (CI's run would keep none)."""
     source = path.read_text()
     lines = source.splitlines()
     tree = ast.parse(source)
-    names = {n.name for f in path.parent.glob("test_*.py") for n in ast.walk(ast.parse(f.read_text()))
-             if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}  # fmt: skip
 
     def is_long(node: ast.AST) -> bool:
         return ast.unparse(node).replace(" ", "") in ("pytest.mark.long", "[pytest.mark.long]")
@@ -469,13 +472,15 @@ def _long_tier_orphans(path: Path) -> list[str]:
 def test_what_the_long_tier_takes_keeps_a_case_in_the_default_run(tmp_path):
     """ARCHITECTURE.md: a test moved to the long tier keeps its path in CI's run — one case of its
     parameters, or a test named in the comment above its mark."""
-    assert [o for f in sorted((ROOT / "tests").glob("test_*.py")) for o in _long_tier_orphans(f)] == []
+    files = sorted((ROOT / "tests").glob("test_*.py"))
+    names = _test_names(files)
+    assert [o for f in files for o in _long_tier_orphans(f, names)] == []
     # the rule sees both kinds of orphan
     (tmp_path / "test_x.py").write_text(
         "import pytest\n\n\n# kept by test_nothing_at_all\n@pytest.mark.long\ndef test_a():\n    pass\n\n\n"
         "@pytest.mark.parametrize('n', [pytest.param(3, marks=pytest.mark.long)])\ndef test_b(n):\n    pass\n"
     )
-    assert _long_tier_orphans(tmp_path / "test_x.py") == [
+    assert _long_tier_orphans(tmp_path / "test_x.py", _test_names([tmp_path / "test_x.py"])) == [
         "test_x.py:6 test_a: no default-run test named above it",
         "test_x.py:10: every case is long",
     ]
