@@ -240,7 +240,7 @@ def error_samples(
 
     found = Errors(spec.name, oracle_name(spec), budgeted=spec.contract.by_design is None)
     chosen = [getattr(torch, d) for d in (dtypes or spec.contract.dtypes)]
-    conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
+    conf = _profiles.get(profile, examples)
     if not conf.derandomize:
         conf = settings(conf, derandomize=True)  # the same samples every time: a report is a record
 

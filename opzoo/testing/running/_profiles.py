@@ -46,8 +46,17 @@ def default_profile() -> str:
     return "ci" if os.environ.get("CI") else "dev"
 
 
-def get(name: str) -> Any:
-    """Return profile ``name``'s hypothesis settings, registering opzoo's profiles on first use."""
+def get(name: str, examples: int | None = None) -> Any:
+    """Return profile ``name``'s hypothesis settings, registering opzoo's profiles on first use; with
+    ``examples`` (an --examples given), that many examples instead of the profile's."""
+    from hypothesis import settings
+
+    profile = _registered(name)
+    return settings(profile, max_examples=examples) if examples else profile
+
+
+def _registered(name: str) -> Any:
+    """Profile ``name``'s settings as registered (every profile of opzoo's, at the first ask)."""
     from hypothesis import HealthCheck, settings
 
     if name not in PROFILES:

@@ -126,7 +126,7 @@ def _settings(
     draw (the same examples, drawn once); and how many of that draw it replays, at most (None: all).
     A property of few drawn inputs (``Property.draws``) replays the first of the draw, or searches
     that many of its own; an ``examples`` given, and the thorough profile, run them all."""
-    conf = settings(_profiles.get(profile), **({"max_examples": examples} if examples else {}))
+    conf = _profiles.get(profile, examples)
     shared = _cases.shared(conf, seed)
     draws = property_.draws if profile != "thorough" and not examples else None
     if draws is not None and not shared:
