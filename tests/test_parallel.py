@@ -306,3 +306,42 @@ def test_a_plugin_import_forked_after_a_parallel_region_runs_its_own(child, tmp_
             assert [(m.module, m.status, m.why) for m in verdicts] == [("parallel_pkg", "ok", "")]
     finally:
         torch.set_num_threads(before)
+
+
+_WORKER_IMPORTS = """
+import json, sys
+import opzoo
+from opzoo.testing.properties import PROPERTIES
+from opzoo.testing.running._parallel import run_pool
+from opzoo.testing.running._runner import check_property
+
+def work(spec, prop, device, **kw):
+    result = check_property(spec, prop, device=device, profile="ci", timeout=None)
+    result.notes.append(json.dumps(sorted(sys.modules)))
+    return result
+
+tasks = [(0, prop, "cpu") for prop in PROPERTIES]
+done = run_pool([opzoo.info("myrelu")], tasks, work, jobs=1, limit=None)
+seen = set().union(*(json.loads(r.notes[-1]) for r in done.values()))
+print(json.dumps({"statuses": [r.status for r in done.values()], "new": sorted(seen - set(sys.modules))}))
+"""
+
+
+# CI's run keeps the pool's path (its parent preloads before forking):
+# test_two_workers_give_one_process_results_in_its_order.
+@pytest.mark.long
+def test_a_fresh_worker_imports_nothing_heavy_its_parent_could_have():
+    """The pool's parent imports what the properties' first checks load (`Property.loads`, opzoo's
+    check modules, hypothesis's search helpers) once, before it forks: a worker checking every
+    property of one op imports none of it again (each worker paid ~0.5 CPU s for it). Asked of a
+    fresh interpreter, where nothing else imported them first."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _WORKER_IMPORTS], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert set(got["statuses"]) <= {"pass", "skip"}, got["statuses"]
+    heavy = ("opzoo.testing", "sympy", "torch._decomp", "torch.testing", "torch.export", "hypothesis")
+    heavy += ("torch._dynamo.variables", "torch._inductor.compile_fx", "torch._functorch._aot_autograd")
+    assert not [m for m in got["new"] if m.startswith(heavy)], got["new"]

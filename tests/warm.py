@@ -1,9 +1,10 @@
 """`python -m opzoo ARGS` (and `python -m pytest ARGS`) for the tests, started warm: forked from a
-process that has imported torch (and what a check loads besides: Dynamo, inductor's compiler).
+process that has imported torch (and what a check loads besides: Dynamo, the properties' `loads`).
 
 Most of what a test's `opzoo` subprocess costs is the interpreter starting and importing torch (about
 2 CPU seconds here, ~120 commands in the suite), and, for the commands that check, torch._dynamo and
-inductor's compiler (1.3 s more: opcheck, torch.compile and torch.func load them). A *zygote* — a
+the modules the properties' first checks load (`Property.loads`: 1.8 s more; the command's
+parent imports them before it forks its workers). A *zygote* — a
 Python started once per test worker, which imports those third-party modules and nothing of opzoo —
 forks one child per command; the child takes the command's working directory, environment,
 `sys.path` and standard streams, then runs `opzoo`'s (or pytest's) `__main__` as `python -m opzoo`
@@ -39,10 +40,21 @@ _AT_START = ("PYTHON", "TORCH", "OMP_", "MKL_", "KMP_", "CUDA", "LD_", "GOMP_")
 _SERVER = r"""
 import json, os, sys
 import torch  # noqa: F401  (what every command imports first, and the cost the zygote saves)
-# What a command that checks loads besides (its parent loads them before forking its workers):
-# loaded here, once per test worker, not once per command. Not hypothesis: pytest warns that a
-# plugin's module (hypothesis is one) imported before it starts cannot be rewritten.
-import torch._dynamo, torch._inductor.compile_fx  # noqa: F401,E401
+# What a command that checks loads besides (its parent loads them before forking its workers:
+# torch._dynamo and the properties' `loads`, named on the command line): here, once per test
+# worker, not once per command. Not hypothesis: pytest warns that a plugin's module (hypothesis is
+# one) imported before it starts cannot be rewritten.
+import importlib
+import torch._dynamo  # noqa: F401
+
+def preload(names):
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # another torch release
+            pass
+
+preload(sys.argv[1:])
 
 def serve():
     base = list(sys.path[1:])  # '' (python -c) left out: the child puts its own first
@@ -70,11 +82,11 @@ for fd, path, flags in streams:
     os.close(opened)
 entries = [p for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
 sys.path[:] = [os.getcwd(), *(os.path.abspath(p) for p in entries), *base]
-import importlib, runpy
+import runpy
 importlib.invalidate_caches()
 sys.argv = ["-m", *req["args"]]
 module = req["module"]
-del req, base, serve, entries, streams, fd, path, flags, opened
+del req, base, serve, preload, entries, streams, fd, path, flags, opened
 runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
 
@@ -83,8 +95,11 @@ class _Zygote:
     def __init__(self) -> None:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         self.start_env = env
+        from opzoo.testing.properties import PROPERTIES
+
+        loads = sorted({name for p in PROPERTIES.values() for name in p.loads})
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _SERVER],
+            [sys.executable, "-c", _SERVER, *loads],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

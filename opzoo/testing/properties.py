@@ -43,7 +43,9 @@ class Property:
               (``strategies.edge_inputs``), in fast mode, so the cost stays linear in their size.
     slow:     its first check in a process is slow (it imports torch._dynamo: 1-2 s): workers start
               it early and the parent imports that once before forking. Speed only, not results.
-    compiles: it compiles (loads inductor's modules too): the pool loads these once, before it forks.
+    loads:    modules its first check in a process imports besides (torch's, never an op's): the
+              pool imports them once, before it forks, rather than in each op's fresh worker.
+              Speed only: a module missing from another torch release is skipped.
     screened: it runs only on inputs the forward accepts: one the forward rejects (raises on) is
               the ``accepts`` property's to report, once, not every property's.
     """
@@ -57,7 +59,7 @@ class Property:
     fixed: int = 0
     edges: bool = False
     slow: bool = False
-    compiles: bool = False
+    loads: tuple[str, ...] = ()
     screened: bool = True
 
     @property
@@ -113,6 +115,17 @@ def _bridged(spec: OpSpec) -> str | None:
 
 
 # -- the table ------------------------------------------------------------------------------------
+
+# What a first torch.compile (aot_eager) and a first opcheck import beside torch._dynamo (~0.5 s).
+_COMPILE_LOADS = (
+    "torch._inductor.compile_fx",
+    "torch._dynamo.repro.after_dynamo",
+    "torch.export._trace",
+    "torch.fx.experimental.validator",
+    "torch._subclasses.schema_check_mode",
+    "torch.distributed.tensor.experimental",
+    "torch._functorch._aot_autograd.subclass_codegen",
+)
 
 #: name -> property, in the order they are reported.
 PROPERTIES: dict[str, Property] = {
@@ -196,7 +209,7 @@ PROPERTIES: dict[str, Property] = {
             drawn=False,
             fixed=1,
             slow=True,
-            compiles=True,
+            loads=_COMPILE_LOADS,
         ),
         Property(
             "forward_mode",
@@ -204,6 +217,7 @@ PROPERTIES: dict[str, Property] = {
             "a declared jvp and vmap rule agree with the backward; undeclared ones refuse",
             fixed=1,
             slow=True,
+            loads=("torch._decomp.decompositions_for_jvp",),
         ),
         # Drawn inputs: opcheck's quick tests, on ten (the records' verdicts, measured: the same as
         # on fifty); the fixed one: all of them.
@@ -215,7 +229,7 @@ PROPERTIES: dict[str, Property] = {
             draws=10,
             fixed=1,
             slow=True,
-            compiles=True,
+            loads=(*_COMPILE_LOADS, "torch.testing._internal.optests", "sympy.tensor.tensor"),
         ),
     )
 }

@@ -89,13 +89,7 @@ def check_all(
             started(spec)
             results += check(spec, props, devices=devices, into=into, **kw)
         return results
-    if any(PROPERTIES[p].slow for p in props):
-        # Imported once here rather than once in each worker (1-2 s each); torch.compile,
-        # torch.func and opcheck all load them.
-        import torch._dynamo  # noqa: F401
-    if any(PROPERTIES[p].compiles for p in props):
-        # What a first compile loads besides (0.9 s): here, not in each op's fresh workers.
-        import torch._inductor.compile_fx  # noqa: F401
+    preload(props)
     done: dict[Task, Result] = {}
     try:
         # Run order: an op's first check (alone), then its slow ones, so that they do not end the
@@ -148,8 +142,33 @@ def run_pool(
         return done
     import torch._dynamo  # noqa: F401  (once here, not in every worker: see check_all)
 
+    preload([what for _, what, _ in tasks if what in PROPERTIES])
+
     Pool(specs, jobs, grace, kw, hooks=hooks, work=work, limit=limit).run(list(tasks), done, started)
     return done
+
+
+def preload(props: Sequence[str]) -> None:
+    """Import here, once, before forking, what the first check of each property in ``props`` would
+    import in every op's fresh worker (0.5-1 s each there): its module of opzoo's checks, torch's
+    modules it loads (``Property.loads``; torch._dynamo for a slow one: 1-2 s), and hypothesis's
+    search helpers. Never an op's code, and no torch computation: a fork stays safe (see _pool)."""
+    import importlib
+    import warnings
+
+    if any(PROPERTIES[p].slow for p in props):
+        import torch._dynamo  # noqa: F401  (torch.compile, torch.func and opcheck load it)
+    loads = [m for p in props for m in PROPERTIES[p].loads]
+    for name in ("hypothesis.internal.conjecture.optimiser", *loads):
+        # torch's own modules warn of torch.jit.script as they load: theirs, not the user's
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                importlib.import_module(name)
+            except ImportError:  # another torch or hypothesis release: a speed hint only
+                pass
+    for p in props:
+        PROPERTIES[p].run  # noqa: B018  (imports the check's module)
 
 
 def _forks(jobs: int, isolate: bool) -> bool:
