@@ -105,9 +105,9 @@ def _general_edges(spec: OpSpec) -> list[tuple[list[tuple[int, ...]], dict[str, 
     max_loop = _max_loop(spec)
 
     def shapes(
-        size: int, loop: tuple[int, ...], scale: float = 1.0
+        size: int, loop: tuple[int, ...], scale: float = 1.0, sizes: dict[str, int] | None = None
     ) -> tuple[list[tuple[int, ...]], dict[str, int], float]:
-        dims = {d: max(size, mins.get(d, 0)) for d in names}
+        dims = {d: max((sizes or {}).get(d, size), mins.get(d, 0)) for d in names}
         cores = [loop + tuple(int(d) if d.isdigit() else dims[d] for d in core) for core in sig.inputs]
         return cores, dims, scale
 
@@ -124,10 +124,15 @@ def _general_edges(spec: OpSpec) -> list[tuple[list[tuple[int, ...]], dict[str, 
         plans.append(shapes(2, (1, 2, 1, 2)[: min(max_loop, MAX_RANK - rank)]))
     if rank == 0:
         plans.append(shapes(1, (EDGE_SIZE,) if max_loop else ()))
+    elif rank == 1:
+        plans.append(shapes(101, (math.ceil(EDGE_SIZE / 101),) if max_loop else ()))
     else:
-        side = math.ceil(EDGE_SIZE ** (1 / rank)) if rank > 1 else 101
-        loop = (math.ceil(EDGE_SIZE / side),) if rank == 1 and max_loop else ()
-        plans.append(shapes(side, loop))
+        # The first input of the highest rank large, the dimensions no input of it shares small: the
+        # large input's elements, not the product of every dimension (a pairwise kernel over
+        # (n,d),(m,d) made n = m = d = 317 builds 317^3 = 32 M elements per call).
+        side = math.ceil(EDGE_SIZE ** (1 / rank))
+        large = next(core for core in sig.inputs if len(core) == rank)
+        plans.append(shapes(2, (), sizes={d: side for d in large if not d.isdigit()}))
     if len(sig.inputs) > 1 and spec.contract.broadcast and max_loop >= 2:
         # loops that broadcast against each other, (2, 1) with (3,): a backward that does not sum a
         # broadcast input's gradient back (or averages it) shows here whatever hypothesis draws
