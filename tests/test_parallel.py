@@ -320,8 +320,8 @@ def work(spec, prop, device, **kw):
     result.notes.append(json.dumps(sorted(sys.modules)))
     return result
 
-tasks = [(0, prop, "cpu") for prop in PROPERTIES]
-done = run_pool([opzoo.info("myrelu")], tasks, work, jobs=1, limit=None)
+tasks = [(i, prop, "cpu") for i in (0, 1) for prop in PROPERTIES]
+done = run_pool([opzoo.info("myrelu"), opzoo.info("softplus")], tasks, work, jobs=1, limit=None)
 seen = set().union(*(json.loads(r.notes[-1]) for r in done.values()))
 print(json.dumps({"statuses": [r.status for r in done.values()], "new": sorted(seen - set(sys.modules))}))
 """
@@ -331,10 +331,10 @@ print(json.dumps({"statuses": [r.status for r in done.values()], "new": sorted(s
 # test_two_workers_give_one_process_results_in_its_order.
 @pytest.mark.long
 def test_a_fresh_worker_imports_nothing_heavy_its_parent_could_have():
-    """The pool's parent imports what the properties' first checks load (`Property.loads`, opzoo's
-    check modules, hypothesis's search helpers) once, before it forks: a worker checking every
-    property of one op imports none of it again (each worker paid ~0.5 CPU s for it). Asked of a
-    fresh interpreter, where nothing else imported them first."""
+    """Checking several ops, the pool's parent imports what the properties' first checks load
+    (`Property.loads`, opzoo's check modules, hypothesis's search helpers) once, before it forks: a
+    worker checking every property of its op imports none of it again (each op's fresh worker paid
+    ~0.5 CPU s for it). Asked of a fresh interpreter, where nothing else imported them first."""
     import subprocess
     import sys
 

@@ -89,7 +89,7 @@ def check_all(
             started(spec)
             results += check(spec, props, devices=devices, into=into, **kw)
         return results
-    preload(props)
+    preload(props, ops=len(specs))
     done: dict[Task, Result] = {}
     try:
         # Run order: an op's first check (alone), then its slow ones, so that they do not end the
@@ -142,23 +142,29 @@ def run_pool(
         return done
     import torch._dynamo  # noqa: F401  (once here, not in every worker: see check_all)
 
-    preload([what for _, what, _ in tasks if what in PROPERTIES])
+    preload([what for _, what, _ in tasks if what in PROPERTIES], ops=len({i for i, _, _ in tasks}))
 
     Pool(specs, jobs, grace, kw, hooks=hooks, work=work, limit=limit).run(list(tasks), done, started)
     return done
 
 
-def preload(props: Sequence[str]) -> None:
+def preload(props: Sequence[str], *, ops: int) -> None:
     """Import here, once, before forking, what the first check of each property in ``props`` would
-    import in every op's fresh worker (0.5-1 s each there): its module of opzoo's checks, torch's
-    modules it loads (``Property.loads``; torch._dynamo for a slow one: 1-2 s), and hypothesis's
-    search helpers. Never an op's code, and no torch computation: a fork stays safe (see _pool)."""
+    import in each of ``ops`` ops' fresh workers: torch._dynamo for a slow property (1-2 s; every
+    worker of a slow check needs it) and, for several ops, the rest (0.5 s a worker): its module of
+    opzoo's checks, torch's modules it loads (``Property.loads``), hypothesis's search helpers. For
+    one op, its workers import the rest beside each other's checks (measured: importing it here
+    made `opzoo check myrelu` 0.35 s slower, 4.45 against 4.10 s, for no CPU saved). Never an op's
+    code, and no torch computation: a fork stays safe (see _pool)."""
     import importlib
     import warnings
 
     if any(PROPERTIES[p].slow for p in props):
         import torch._dynamo  # noqa: F401  (torch.compile, torch.func and opcheck load it)
     loads = [m for p in props for m in PROPERTIES[p].loads]
+    if ops < 2:
+        # but inductor's compiler (0.9 s), which both workers of one op would load (compile, library)
+        loads = [m for m in loads if m == "torch._inductor.compile_fx"][:1]
     for name in ("hypothesis.internal.conjecture.optimiser", *loads):
         # torch's own modules warn of torch.jit.script as they load: theirs, not the user's
         with warnings.catch_warnings():
