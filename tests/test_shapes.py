@@ -83,6 +83,43 @@ def test_declared_shapes_hold_for_drawn_fixed_and_edge_inputs():
 
 
 @pytest.mark.parametrize(
+    "signature, large, small",
+    [
+        # a pairwise kernel: x1 large, m (x2's own) small; was n = m = d = 317 (a 317^3 intermediate)
+        ("(n,d),(m,d),(1,1)->(n,m)", 0, {"m"}),
+        # a rotation of points: the first input has no named dimension, the points are the large one
+        # (n at the side of rank 2, 317: a fixed dimension is not made up for)
+        ("(3,3),(n,3)->(n,3)", 1, set()),
+        ("(n,k),(k,m)->(n,m)", 0, {"m"}),
+    ],
+)
+def test_the_large_edge_input_is_one_input_large_not_every_dimension(signature, large, small):
+    """Of an op over several inputs, the large edge input makes one input large (the first with the
+    most named dimensions) and the dimensions it does not share small: each call's cost follows
+    the large input's 100,000 elements, not the product of every named dimension."""
+    n_in = signature.split("->")[0].count("(")
+
+    class Pass(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *xs):
+            return xs[0].clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return (g, *[None] * (n_in - 1))
+
+    spec = spec_of(opzoo.declare(Pass, signature=signature, loop_dims=0))
+    biggest = max(edge_inputs(spec, "cpu"), key=lambda xs: max(x.numel() for x in xs))
+    sizes = [x.numel() for x in biggest]
+    dims = spec.contract.sig.inputs
+    assert max(sizes) == sizes[large] and all(n == 317 for n in biggest[large].shape[:1]), sizes
+    assert sizes[large] >= (100_000 if all(not d.isdigit() for d in dims[large]) else 317), sizes
+    for name in small:
+        i = next(i for i, core in enumerate(dims) if name in core and name not in dims[large])
+        assert biggest[i].shape[dims[i].index(name)] == 2, [tuple(x.shape) for x in biggest]
+
+
+@pytest.mark.parametrize(
     "fields, message",
     [
         ({"broadcast": "no"}, "broadcast must be True or False, got 'no'"),

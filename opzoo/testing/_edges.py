@@ -127,12 +127,14 @@ def _general_edges(spec: OpSpec) -> list[tuple[list[tuple[int, ...]], dict[str, 
     elif rank == 1:
         plans.append(shapes(101, (math.ceil(EDGE_SIZE / 101),) if max_loop else ()))
     else:
-        # The first input of the highest rank large, the dimensions no input of it shares small: the
-        # large input's elements, not the product of every dimension (a pairwise kernel over
-        # (n,d),(m,d) made n = m = d = 317 builds 317^3 = 32 M elements per call).
+        # One input large (the first with the most named dimensions, of the highest rank among
+        # them), the dimensions it does not share small: the large input's elements, not the
+        # product of every dimension (a pairwise kernel over (n,d),(m,d) made n = m = d = 317
+        # builds 317^3 = 32 M elements per call).
         side = math.ceil(EDGE_SIZE ** (1 / rank))
-        large = next(core for core in sig.inputs if len(core) == rank)
-        plans.append(shapes(2, (), sizes={d: side for d in large if not d.isdigit()}))
+        named = [[d for d in core if not d.isdigit()] for core in sig.inputs]
+        large = max(range(len(named)), key=lambda i: (len(named[i]), len(sig.inputs[i])))
+        plans.append(shapes(2, (), sizes={d: side for d in named[large]}))
     if len(sig.inputs) > 1 and spec.contract.broadcast and max_loop >= 2:
         # loops that broadcast against each other, (2, 1) with (3,): a backward that does not sum a
         # broadcast input's gradient back (or averages it) shows here whatever hypothesis draws
