@@ -54,9 +54,9 @@ def _pip(*args: str) -> None:
 
 def _compile() -> None:
     """Byte-compile the environment's packages on every core (the .pyc files pip would have
-    written): where PYTHONDONTWRITEBYTECODE is set, as on this project's machines, nothing else would, and
-    every process would compile torch from source as it imports it. A file that does not compile
-    (a package's Python 2 example) is left out, as pip leaves it."""
+    written): where PYTHONDONTWRITEBYTECODE is set, as on this project's machines, nothing else
+    would, and every process would compile torch from source as it imports it. A file that does not
+    compile (a package's Python 2 example) is left out, as pip leaves it."""
     purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
     site = subprocess.run([str(PYTHON), "-c", purelib], capture_output=True, text=True, check=True).stdout
     cmd = [str(PYTHON), "-m", "compileall", "-q", "-j", "0", site.strip()]

@@ -3,8 +3,8 @@ process that has imported torch (and what a check loads besides: Dynamo, the pro
 
 Most of what a test's `opzoo` subprocess costs is the interpreter starting and importing torch (about
 2 CPU seconds here, ~120 commands in the suite), and, for the commands that check, torch._dynamo and
-the modules the properties' first checks load (`Property.loads`: 1.8 s more; the command's
-parent imports them before it forks its workers). A *zygote* — a
+the modules the properties' first checks load (`Property.loads`: 1.8 s more; a command that checks
+several ops imports them before it forks its workers, one op's workers each). A *zygote* — a
 Python started once per test worker, which imports those third-party modules and nothing of opzoo —
 forks one child per command; the child takes the command's working directory, environment,
 `sys.path` and standard streams, then runs `opzoo`'s (or pytest's) `__main__` as `python -m opzoo`
