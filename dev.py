@@ -63,6 +63,18 @@ def _compile() -> None:
     subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
 
 
+def _compile_here() -> None:
+    """Byte-compile this checkout's own Python (opzoo, the tests' helpers, the plugins, the
+    benchmarks) before the tests: where PYTHONDONTWRITEBYTECODE is set, as on this project's
+    machines, every test process compiled them from source again (measured on a fresh clone: the
+    suite 420.8 s and 806 CPU s without, 389.0 s and 697 CPU s with). The .pyc files are read as
+    usual, a stale one recompiled by its source's time and size; nothing the tests write elsewhere
+    (a plugin in a temporary folder) gets one."""
+    dirs = [str(ROOT / d) for d in ("opzoo", "tests", "plugins", "benchmarks") if (ROOT / d).is_dir()]
+    cmd = [str(PYTHON), "-m", "compileall", "-q", "-j", "0", *dirs]
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
+
+
 def setup() -> None:
     """Create .venv and install everything into it, unless it is already up to date."""
     fingerprint = _fingerprint()
@@ -105,6 +117,7 @@ def main(argv: list[str]) -> int:
         # loadgroup: load balancing, except that tests of one xdist_group share a worker (the
         # torchrun tests, which each want both cores; an op's property checks, in order).
         parallel += ["--dist", "loadgroup"] if parallel else []
+        _compile_here()
         cmd = [str(PYTHON), "-m", "pytest", *parallel, *rest]
     elif command == "train":
         cmd = [str(PYTHON), "-m", "opzoo", "train", *(rest or ["--activation", "myrelu"])]
