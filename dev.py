@@ -55,23 +55,26 @@ def _pip(*args: str) -> None:
 def _compile() -> None:
     """Byte-compile the environment's packages on every core (the .pyc files pip would have
     written): where PYTHONDONTWRITEBYTECODE is set, as on this project's machines, nothing else
-    would, and every process would compile torch from source as it imports it. A file that does not
-    compile (a package's Python 2 example) is left out, as pip leaves it."""
+    would, and every process would compile torch from source as it imports it."""
     purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
     site = subprocess.run([str(PYTHON), "-c", purelib], capture_output=True, text=True, check=True).stdout
-    cmd = [str(PYTHON), "-m", "compileall", "-q", "-j", "0", site.strip()]
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
+    _compileall(site.strip())
 
 
 def _compile_here() -> None:
     """Byte-compile this checkout's own Python (opzoo, the tests' helpers, the plugins, the
-    benchmarks) before the tests: where PYTHONDONTWRITEBYTECODE is set, as on this project's
-    machines, every test process compiled them from source again (measured on a fresh clone: the
-    suite 420.8 s and 806 CPU s without, 389.0 s and 697 CPU s with). The .pyc files are read as
-    usual, a stale one recompiled by its source's time and size; nothing the tests write elsewhere
-    (a plugin in a temporary folder) gets one."""
-    dirs = [str(ROOT / d) for d in ("opzoo", "tests", "plugins", "benchmarks") if (ROOT / d).is_dir()]
-    cmd = [str(PYTHON), "-m", "compileall", "-q", "-j", "0", *dirs]
+    benchmarks) before the tests: where PYTHONDONTWRITEBYTECODE is set, every test process compiled
+    them from source again (measured on a fresh clone: the suite 420.8 s and 806 CPU s without,
+    389.0 s and 697 CPU s with). The .pyc files are read as usual, a stale one recompiled by its
+    source's time and size; nothing the tests write elsewhere (a plugin in a temporary folder) gets
+    one."""
+    _compileall(*(str(ROOT / d) for d in ("opzoo", "tests", "plugins", "benchmarks") if (ROOT / d).is_dir()))
+
+
+def _compileall(*paths: str) -> None:
+    """compileall on every core; a file that does not compile (a package's Python 2 example) is
+    left out, as pip leaves it."""
+    cmd = [str(PYTHON), "-m", "compileall", "-q", "-j", "0", *paths]
     subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
 
 

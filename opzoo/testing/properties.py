@@ -116,9 +116,13 @@ def _bridged(spec: OpSpec) -> str | None:
 
 # -- the table ------------------------------------------------------------------------------------
 
+#: Inductor's compiler, which a first compile loads even for aot_eager (0.9 s): every worker of a
+#: compiling check needs it, so the pool loads it before forking even for one op.
+COMPILER = "torch._inductor.compile_fx"
+
 # What a first torch.compile (aot_eager) and a first opcheck import beside torch._dynamo (~0.5 s).
 _COMPILE_LOADS = (
-    "torch._inductor.compile_fx",
+    COMPILER,
     "torch._dynamo.repro.after_dynamo",
     "torch.export._trace",
     "torch.fx.experimental.validator",

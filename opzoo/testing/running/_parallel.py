@@ -21,7 +21,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from opzoo.core._spec import OpSpec
-from opzoo.testing.properties import PROPERTIES
+from opzoo.testing.properties import COMPILER, PROPERTIES
 from opzoo.testing.running._hooks import Asked, hooks_of
 from opzoo.testing.running._options import RunOptions, in_shard
 from opzoo.testing.running._pool import GRACE, Pool, Task
@@ -161,14 +161,13 @@ def preload(props: Sequence[str], *, ops: int) -> None:
 
     if any(PROPERTIES[p].slow for p in props):
         import torch._dynamo  # noqa: F401  (torch.compile, torch.func and opcheck load it)
-    loads = [m for p in props for m in PROPERTIES[p].loads]
-    if ops < 2:
-        # but inductor's compiler (0.9 s), which both workers of one op would load (compile, library)
-        loads = [m for m in loads if m == "torch._inductor.compile_fx"][:1]
-    for name in ("hypothesis.internal.conjecture.optimiser", *loads):
-        # torch's own modules warn of torch.jit.script as they load: theirs, not the user's
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
+    loads = {m for p in props for m in PROPERTIES[p].loads}
+    if ops < 2:  # but the compiler, which both workers of one op would load (compile, library)
+        loads &= {COMPILER}
+    # torch's own modules warn of torch.jit.script as they load: theirs, not the user's
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for name in ("hypothesis.internal.conjecture.optimiser", *sorted(loads)):
             try:
                 importlib.import_module(name)
             except ImportError:  # another torch or hypothesis release: a speed hint only
