@@ -345,3 +345,27 @@ def test_a_fresh_worker_imports_nothing_heavy_its_parent_could_have():
     heavy = ("opzoo.testing", "sympy", "torch._decomp", "torch.testing", "torch.export", "hypothesis")
     heavy += ("torch._dynamo.variables", "torch._inductor.compile_fx", "torch._functorch._aot_autograd")
     assert not [m for m in got["new"] if m.startswith(heavy)], got["new"]
+
+
+HEAVY = """
+import gc, json, sys
+from opzoo._imports import heavy
+heavy("json", "collector_seen")  # json: loaded already, left alone; collector_seen: imported
+from collector_seen import ON  # what the collector was while it loaded
+on_after, frozen = gc.isenabled(), gc.get_freeze_count()
+gc.disable()
+heavy("wave")  # the collector off already: left off
+print(json.dumps([ON, on_after, frozen > 0, gc.isenabled()]))
+"""
+
+
+def test_heavy_imports_run_with_the_collector_paused_and_leave_it_as_found(tmp_path):
+    """A command's heavy imports (opzoo/_imports.py): no collection while they load, the collector
+    on again after with what they made frozen; a collector the caller had turned off stays off."""
+    import subprocess
+    import sys
+
+    (tmp_path / "collector_seen.py").write_text("import gc\nON = gc.isenabled()\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", HEAVY], capture_output=True, text=True, env=env, check=True)
+    assert json.loads(out.stdout) == [False, True, True, False]

@@ -84,8 +84,12 @@ def registry_from(args: argparse.Namespace) -> Any:
     """Load the registry as the command line asks; the command passes it on to the library.
 
     It is kept on ``args`` too, so that the command line can say afterwards which plugins were slow.
+    torch, which loading imports, is imported first with the collector paused (``opzoo._imports``).
     """
+    from opzoo._imports import heavy
     from opzoo.core._loading import load
+
+    heavy("torch")
 
     args.loaded_registry = load(
         autoload=False if args.no_autoload else None,

@@ -20,6 +20,7 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
+from opzoo._imports import collector_paused, heavy
 from opzoo.core._spec import OpSpec
 from opzoo.testing.properties import COMPILER, PROPERTIES
 from opzoo.testing.running._hooks import Asked, hooks_of
@@ -140,8 +141,7 @@ def run_pool(
                 started(specs[i])
             done[task] = work(specs[i], what, device=device, **kw)
         return done
-    import torch._dynamo  # noqa: F401  (once here, not in every worker: see check_all)
-
+    heavy("torch._dynamo")  # once here, not in every worker: see check_all
     preload([what for _, what, _ in tasks if what in PROPERTIES], ops=len({i for i, _, _ in tasks}))
 
     Pool(specs, jobs, grace, kw, hooks=hooks, work=work, limit=limit).run(list(tasks), done, started)
@@ -155,25 +155,26 @@ def preload(props: Sequence[str], *, ops: int) -> None:
     opzoo's checks, torch's modules it loads (``Property.loads``), hypothesis's search helpers. For
     one op, its workers import the rest beside each other's checks (measured: importing it here
     made `opzoo check myrelu` 0.35 s slower, 4.45 against 4.10 s, for no CPU saved). Never an op's
-    code, and no torch computation: a fork stays safe (see _pool)."""
+    code, and no torch computation: a fork stays safe (see _pool). The collector is paused
+    meanwhile (``opzoo._imports``)."""
     import importlib
     import warnings
 
-    if any(PROPERTIES[p].slow for p in props):
-        import torch._dynamo  # noqa: F401  (torch.compile, torch.func and opcheck load it)
     loads = {m for p in props for m in PROPERTIES[p].loads}
     if ops < 2:  # but the compiler, which both workers of one op would load (compile, library)
         loads &= {COMPILER}
     # torch's own modules warn of torch.jit.script as they load: theirs, not the user's
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), collector_paused():
         warnings.simplefilter("ignore", DeprecationWarning)
+        if any(PROPERTIES[p].slow for p in props):
+            import torch._dynamo  # noqa: F401  (torch.compile, torch.func and opcheck load it)
         for name in ("hypothesis.internal.conjecture.optimiser", *sorted(loads)):
             try:
                 importlib.import_module(name)
             except ImportError:  # another torch or hypothesis release: a speed hint only
                 pass
-    for p in props:
-        PROPERTIES[p].run  # noqa: B018  (imports the check's module)
+        for p in props:
+            PROPERTIES[p].run  # noqa: B018  (imports the check's module)
 
 
 def _forks(jobs: int, isolate: bool) -> bool:
