@@ -130,3 +130,32 @@ def test_a_strategy_hook_that_fails_in_a_worker_is_reported_broken(tmp_path):
     ]
     text = run_opzoo("check", *args, "--jobs", "2", env=env)
     assert text.returncode == 1 and text.stdout.count("BROKEN ") == 1, text.stdout
+
+
+WARNS = """
+import warnings
+import torch
+
+
+class Warns(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        warnings.warn("Warns is deprecated")
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+"""
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_op_that_warns_at_every_call_is_shown_warning_once_per_worker(tmp_path, jobs):
+    """Checks reset Python's record of the warnings shown (torch's own catch_warnings blocks), and
+    an op warning at every call printed its warning at every check: 61 times for one op. Each
+    worker shows it once, as Python shows a warning once per place."""
+    (tmp_path / "warns.py").write_text(WARNS)
+    argv = ("check", "warns:Warns", "-p", "gradient,double_backward,layout", "--profile", "ci")
+    out = run_opzoo(*argv, "-j", str(jobs), "--device", "cpu", env={"PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert 1 <= out.stderr.count("UserWarning: Warns is deprecated") <= jobs, out.stderr

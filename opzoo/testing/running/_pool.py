@@ -297,6 +297,7 @@ def _tasks(
     for stop in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop, signal.SIG_DFL)
     one_thread()  # GNU OpenMP is not fork-safe: a correct op "hung" at two threads
+    each_warning_once()
     if hooks is not None:
         hooks.news()  # the failures the parent already has
     while True:
@@ -320,3 +321,26 @@ def _tasks(
             reason = f"{result.reason} (the full result could not be sent: {exc})"
             short = Result(result.op, prop, device, result.status, reason, seconds=result.seconds)
             conn.send((short, failures))
+
+
+def each_warning_once() -> None:
+    """Show each warning this process meets once (by text, category and place), as Python's default
+    shows a warning once per place: torch's and the checks' own ``catch_warnings`` blocks reset
+    Python's record of what was shown, so an op that warns at every call printed its warning at
+    every check (61 times for one op under the ci profile). Only what is shown changes: a warning
+    made an error by a filter still raises, and one recorded by ``catch_warnings(record=True)`` is
+    still recorded."""
+    import warnings
+
+    shown: set[tuple[str, type, str, int]] = set()
+    show = warnings.showwarning
+
+    def once(
+        message: Any, category: type, filename: str, lineno: int, file: Any = None, line: Any = None
+    ) -> None:
+        key = (str(message), category, filename, lineno)
+        if key not in shown:
+            shown.add(key)
+            show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = once
