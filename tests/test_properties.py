@@ -593,6 +593,19 @@ def test_compile_checks_every_op_however_many_ran_before(wrong_registry):
     assert result.status == "fail" and "graph break" in result.reason
 
 
+def test_a_graph_break_names_the_line_of_the_op_that_broke_it():
+    """The compile property's failure says where in the op Dynamo broke the graph (the last frame
+    of the user's code its message names), not only Dynamo's first line."""
+    import inspect
+
+    from wrong_ops import BranchesOnValues
+
+    source, first = inspect.getsourcelines(BranchesOnValues.forward)
+    branch = first + next(i for i, line in enumerate(source) if "if bool(" in line)
+    result = caught("branches_on_values")
+    assert result.status == "fail" and f"(wrong_ops.py:{branch}, in forward)" in result.reason, result
+
+
 @pytest.mark.parametrize("name", ["wrong_on_0d", "noisy_backward"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_random_misses_under_dev_are_caught_whatever_the_seed(wrong_registry, name, seed):

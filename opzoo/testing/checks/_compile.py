@@ -4,11 +4,13 @@ graph."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 from typing import Callable
 
 import torch
 
-from opzoo.exceptions import one_line
+from opzoo.exceptions import one_line, printable
 from opzoo.testing.checks import _random
 from opzoo.testing.checks._bound import Bound, PropertyFailed, vjp
 from opzoo.testing.checks._compare import TOLERANCES, close, where
@@ -41,7 +43,7 @@ def compile(op: Bound, *xs: torch.Tensor) -> None:
         # Unsupported: code dynamo cannot trace; UserError: a branch on a tensor's values.
         message = one_line(exc, with_type=False)
         if not (defines_jvp(op.spec.target) and "jvp" in message):
-            raise PropertyFailed(f"graph break under torch.compile (fullgraph=True): {message}") from None
+            raise PropertyFailed(f"graph break under torch.compile (fullgraph=True): {_why(exc)}") from None
         # Not the op's fault: torch.compile breaks the graph at any Function that defines jvp
         # (torch 2.13). Said, and the values checked across the break.
         op.notes.append(
@@ -58,6 +60,30 @@ def compile(op: Bound, *xs: torch.Tensor) -> None:
             close(got, want, tol, f"compiled gradient{where(i, len(xs), 'input')} differs from eager")
 
     _random.hinted(compare, op, xs)
+
+
+#: Where Dynamo's message names the user's code that broke the graph: its last frame.
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _why(exc: BaseException) -> str:
+    """Dynamo's graph break in one line: its first line, its explanation and the last frame of the
+    user's code it names (``Attempted to call function marked as skipped: Dynamo does not know how
+    to trace the Python builtin `_warnings.warn` (warnop.py:7, in forward)``). A message without
+    them (another torch release) is its first line."""
+    text = str(exc)
+    first = one_line(exc, with_type=False)
+    lines = [line.strip() for line in text.splitlines()]
+    explained = [
+        line[len("Explanation:") :].strip().rstrip(".") for line in lines if line.startswith("Explanation:")
+    ]
+    why = f"{first}: {explained[0]}" if explained else first
+    _, _, user = text.partition("from user code:")
+    frames = _FRAME.findall(user)
+    if frames:
+        path, line, function = frames[-1]
+        why += f" ({os.path.basename(path)}:{line}, in {function})"
+    return printable(why)
 
 
 def _compiled(op: Bound, step: Callable[..., object], *, fullgraph: bool) -> Bound:
