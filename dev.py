@@ -97,7 +97,7 @@ def _cache_rewrites() -> None:
     pytest rewrites the asserts of every module of a distribution that declares a pytest plugin and
     caches the result only where bytecode may be written: with PYTHONDONTWRITEBYTECODE set, as on
     this project's machines, every pytest process rewrote hypothesis's 80 modules again (0.6-1.4 s
-    each; the suite starts about 50). A cached one is read whatever that variable says, and
+    each; the suite starts dozens). A cached one is read whatever that variable says, and
     rewritten again by pytest itself when stale."""
     import tempfile
 
