@@ -162,6 +162,10 @@ class OpzooItem(_Item):
         hooks = self.config.stash[HOOKS]
         result = self.checked(hooks)
         _warn_of(hooks)
+        notes = [printable(n) for n in result.notes]  # opzoo check's `note:` lines
+        if notes:  # a report section (shown with a failure, and by -rP), user properties (--junitxml)
+            self.add_report_section("call", "opzoo notes", "\n".join(notes))
+            self.user_properties.extend(("opzoo_note", n) for n in notes)
         if result.timed_out:
             hung.add(self.op)
         if result.status == "skip":
