@@ -110,30 +110,19 @@ def test_every_load_failure_is_one_test_named_by_its_plugin_entry(broken_plugin_
     assert not any(line[:-1].rsplit("-", 1)[-1].isdigit() for line in loads), loads
 
 
-#: A right ReLU with no kinks declared: its gradient check passes with a note on the kink at 0.
-KINKY = """
-import torch
-
-
-class Relu(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.clamp(min=0)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * (x > 0)
-"""
-
-
 def test_a_checks_notes_are_its_items_report_section_and_junit_properties(tmp_path):
     """What opzoo check prints as `note:` lines was lost under pytest: now each item's notes are a
-    report section (-rP shows a pass's) and user properties (in --junitxml)."""
-    (tmp_path / "kinky.py").write_text(KINKY)
-    args = ("--opzoo=kinky:Relu", "--opzoo-property=gradient", "--opzoo-device=cpu", "-rP", "-n", "0")
-    out = run_pytest(*args, "--junitxml=j.xml", env={"PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+    report section (-rP shows a pass's) and user properties (in --junitxml). The seed's MyReLU
+    declares no kink: its gradient passes, with a note on the kink at 0."""
+    args = (
+        "--opzoo=seed_program:MyReLU",
+        "--opzoo-property=gradient",
+        "--opzoo-device=cpu",
+        "-rP",
+        "-n",
+        "0",
+    )
+    out = run_pytest(*args, "--junitxml=j.xml", env=ON_PATH, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Captured opzoo notes call" in out.stdout and "undeclared kink near x = 0" in out.stdout
     assert 'name="opzoo_note" value="undeclared kink near x = 0' in (tmp_path / "j.xml").read_text()
