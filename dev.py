@@ -55,10 +55,12 @@ def _pip(*args: str) -> None:
 def _compile() -> None:
     """Byte-compile the environment's packages on every core (the .pyc files pip would have
     written): where PYTHONDONTWRITEBYTECODE is set, as on this project's machines, nothing else
-    would, and every process would compile torch from source as it imports it."""
+    would, and every process would compile torch from source as it imports it. The packages' own
+    test folders (sympy's, scipy's, sklearn's, numpy's: a fifth of the source, never imported by
+    opzoo or its tests) are left out: 17.7-20.7 s -> 13.5-15.4 s here."""
     purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
     site = subprocess.run([str(PYTHON), "-c", purelib], capture_output=True, text=True, check=True).stdout
-    _compileall(site.strip())
+    _compileall(site.strip(), exclude=r"site-packages[/\\].+[/\\]tests[/\\]")
 
 
 #: A conftest that imports, under pytest's assertion rewriting, every module pytest rewrites in each
@@ -119,10 +121,10 @@ def _compile_here() -> None:
     _compileall(*(str(ROOT / d) for d in ("opzoo", "tests", "plugins", "benchmarks") if (ROOT / d).is_dir()))
 
 
-def _compileall(*paths: str) -> None:
-    """compileall on every core; a file that does not compile (a package's Python 2 example) is
-    left out, as pip leaves it."""
-    cmd = [str(PYTHON), "-m", "compileall", "-q", "-j", "0", *paths]
+def _compileall(*paths: str, exclude: str | None = None) -> None:
+    """compileall on every core (but the paths the regular expression ``exclude`` matches); a file
+    that does not compile (a package's Python 2 example) is left out, as pip leaves it."""
+    cmd = [str(PYTHON), "-m", "compileall", "-q", "-j", "0", *(["-x", exclude] if exclude else []), *paths]
     subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
 
 
