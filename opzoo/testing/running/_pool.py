@@ -297,7 +297,7 @@ def _tasks(
     for stop in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop, signal.SIG_DFL)
     one_thread()  # GNU OpenMP is not fork-safe: a correct op "hung" at two threads
-    each_warning_once()
+    _each_warning_once()
     if hooks is not None:
         hooks.news()  # the failures the parent already has
     while True:
@@ -323,7 +323,7 @@ def _tasks(
             conn.send((short, failures))
 
 
-def each_warning_once() -> None:
+def _each_warning_once() -> None:
     """Show each warning this process meets once (by text, category and place), as Python's default
     shows a warning once per place: torch's and the checks' own ``catch_warnings`` blocks reset
     Python's record of what was shown, so an op that warns at every call printed its warning at
