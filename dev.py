@@ -75,20 +75,19 @@ def pytest_configure(config):
         for file in dist.files or []:
             parts = file.parts
             if len(parts) == 1 and file.suffix == ".py" and not file.stem.startswith("__editable__"):
-                names = [file.stem]
+                top = file.stem
             elif len(parts) == 2 and parts[1] == "__init__.py":
-                names = [parts[0]]
+                top = parts[0]
             else:
                 continue
             try:
-                path = getattr(importlib.import_module(names[0]), "__path__", None)
-                found = pkgutil.walk_packages(path, names[0] + ".", lambda n: None) if path else []
-                names = [m.name for m in found]
+                module = importlib.import_module(top)
             except Exception:
-                names = []
-            for name in names:
+                continue
+            # a package's modules too ([] for a module: walk_packages(None) would walk sys.path)
+            for found in pkgutil.walk_packages(getattr(module, "__path__", []), top + ".", lambda n: None):
                 try:
-                    importlib.import_module(name)
+                    importlib.import_module(found.name)
                 except Exception:  # an optional dependency missing (hypothesis.extra.django)
                     pass
 """
